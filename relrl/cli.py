@@ -1,0 +1,84 @@
+"""Command-line conventions shared by every script.
+
+Bad input is a one-line message on stderr and exit status 2, never a traceback;
+flags win over the study's environment variables, which win over defaults.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Callable
+
+
+class UsageError(Exception):
+    """A problem with the user's input: reported in one line, exit status 2."""
+
+
+def env_default(name: str, default, cast: Callable = str):
+    """The value of environment variable `name` cast to the flag's type, else `default`."""
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return cast(raw)
+    except ValueError as exc:
+        raise UsageError(f"environment variable {name}={raw!r}: {exc}") from None
+
+
+def fail(message: str, code: int = 2) -> None:
+    print(f"error: {message}", file=sys.stderr, flush=True)
+    sys.exit(code)
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse with one-line errors that name the flag, exit status 2."""
+
+    def error(self, message: str):  # noqa: D102 - argparse hook
+        fail(f"{self.prog}: {message}")
+
+
+def run_main(main: Callable[[], int | None]) -> None:
+    """Run a script's main(), turning input errors into one line and exit status 2."""
+    from relrl.data import DatasetError  # local import: data imports cli
+
+    try:
+        code = main()
+    except (UsageError, DatasetError) as exc:
+        fail(str(exc))
+    except KeyboardInterrupt:
+        fail("interrupted", code=130)
+    sys.exit(code or 0)
+
+
+def positive_int(flag: str):
+    """argparse type for an integer >= 1 whose error names the flag."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} must be an integer, got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{flag} must be >= 1, got {value}")
+        return value
+
+    return parse
+
+
+def parse_shard(spec: str | None) -> tuple[int, int]:
+    """'i/n' (0-based i) -> (i, n); None falls back to SLURM array variables, then (0, 1)."""
+    if spec is None:
+        task = os.environ.get("SLURM_ARRAY_TASK_ID")
+        count = os.environ.get("SLURM_ARRAY_TASK_COUNT")
+        if task is None or count is None:
+            return 0, 1
+        spec = f"{task}/{count}"
+    try:
+        i_text, n_text = spec.split("/")
+        i, n = int(i_text), int(n_text)
+    except ValueError:
+        raise UsageError(f"--shard: expected i/n such as 0/4, got {spec!r}") from None
+    if n < 1 or not 0 <= i < n:
+        raise UsageError(f"--shard: index must satisfy 0 <= i < n, got {spec!r}")
+    return i, n

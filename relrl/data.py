@@ -1,0 +1,215 @@
+"""Dataset and result IO: the study's JSONL schema, atomic writes, resumable progress files.
+
+A dataset row has `question` and `answer` (a string), usually `answer_type` and `source`,
+optionally `reasoning`, and our own optional fields `id`, `group`, `family`, `topic`,
+`difficulty`, `base_score`. A file is JSONL (one object a line) or one JSON array.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Iterator
+
+
+class DatasetError(Exception):
+    """A file that cannot be used, named with its line: reported in one line, exit status 2."""
+
+
+@dataclass
+class DatasetReport:
+    path: str
+    rows: int = 0
+    usable: list[dict] = field(default_factory=list)
+    skipped: list[dict] = field(default_factory=list)  # {"line": n, "reason": "..."}
+
+    def summary(self) -> dict:
+        return {
+            "file": self.path,
+            "rows": self.rows,
+            "usable_numeric_rows": len(self.usable),
+            "skipped": self.skipped,
+        }
+
+
+def _read_records(path: Path) -> Iterator[tuple[int, object]]:
+    """(line number, decoded JSON) for a JSONL file or a JSON array (line = element index + 1)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DatasetError(f"{path}: no such file") from None
+    except UnicodeDecodeError as exc:
+        raise DatasetError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    if not text.strip():
+        raise DatasetError(f"{path}: the file is empty")
+    if text.lstrip().startswith("["):
+        try:
+            array = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg})") from None
+        for index, item in enumerate(array):
+            yield index + 1, item
+        return
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield lineno, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DatasetError(f"{path}:{lineno}: malformed JSON ({exc.msg})") from None
+
+
+def row_problem(row: object) -> str | None:
+    """Why a decoded row cannot be used as a numeric question, or None when it can."""
+    from relrl.grading import parse_target
+
+    if not isinstance(row, dict):
+        return "not a JSON object"
+    question = row.get("question")
+    if not isinstance(question, str) or not question.strip():
+        return "missing 'question'"
+    if "answer" not in row or row["answer"] is None:
+        return "missing 'answer'"
+    answer = row["answer"]
+    if isinstance(answer, bool) or not isinstance(answer, (str, int, float)):
+        return f"'answer' must be a string or number, got {type(answer).__name__}"
+    value, reason = parse_target(str(answer))
+    if value is None:
+        return f"non-numeric answer {str(answer)[:60]!r} ({reason})"
+    return None
+
+
+def inspect_dataset(path: str | os.PathLike) -> DatasetReport:
+    """Read every row; malformed JSON raises, other bad rows are listed as skipped."""
+    path = Path(path)
+    report = DatasetReport(str(path))
+    for lineno, row in _read_records(path):
+        report.rows += 1
+        problem = row_problem(row)
+        if problem is None:
+            item = dict(row)
+            item["answer"] = str(item["answer"])
+            item.setdefault("_line", lineno)
+            report.usable.append(item)
+        else:
+            report.skipped.append({"line": lineno, "reason": problem})
+    return report
+
+
+def load_dataset(path: str | os.PathLike, *, allow_skips: bool = False) -> list[dict]:
+    """Rows of a dataset, each with a stable `id`. Any bad row is an error naming its line,
+    raised before the caller does any work (unless allow_skips, which warns instead)."""
+    report = inspect_dataset(path)
+    if report.skipped and not allow_skips:
+        first = report.skipped[0]
+        more = f" (and {len(report.skipped) - 1} more bad rows)" if len(report.skipped) > 1 else ""
+        raise DatasetError(f"{path}:{first['line']}: {first['reason']}{more}")
+    if report.skipped:
+        print(f"warning: {path}: skipped {len(report.skipped)} bad rows", file=sys.stderr)
+    if not report.usable:
+        raise DatasetError(f"{path}: no usable rows")
+    rows = []
+    for item in report.usable:
+        item.pop("_line", None)
+        if not item.get("id"):
+            item["id"] = question_id(item["question"])
+        rows.append(item)
+    return rows
+
+
+def question_id(question: str) -> str:
+    """A stable id from the question text, for rows that carry none."""
+    return "q" + hashlib.sha256(question.strip().encode("utf-8")).hexdigest()[:12]
+
+
+def questions_fingerprint(rows: Iterable[dict]) -> str:
+    """One hash over (question, answer) pairs in order: two result files are comparable only
+    when their fingerprints match."""
+    digest = hashlib.sha256()
+    for row in rows:
+        digest.update(row["question"].encode("utf-8"))
+        digest.update(b"\x00")
+        digest.update(str(row["answer"]).encode("utf-8"))
+        digest.update(b"\x01")
+    return digest.hexdigest()[:16]
+
+
+def _atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    path = Path(path)
+    if not path.parent.exists():
+        raise DatasetError(f"{path}: folder {path.parent} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: str | os.PathLike, obj) -> None:
+    """Write JSON to a temporary file beside `path`, then rename: never half a file."""
+    _atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+
+
+def atomic_write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
+    _atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+def read_json(path: str | os.PathLike):
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DatasetError(f"{path}: no such file") from None
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg})") from None
+
+
+class ProgressFile:
+    """Append-only JSONL of finished items, so a killed job resumes losing at most one item.
+
+    A truncated last line (the write the kill interrupted) is dropped with a warning;
+    any other malformed line is an error naming the file and line.
+    """
+
+    def __init__(self, path: str | os.PathLike, key: str = "key"):
+        self.path = Path(path)
+        self.key = key
+
+    def load(self) -> dict[str, dict]:
+        done: dict[str, dict] = {}
+        if not self.path.exists():
+            return done
+        raw = self.path.read_bytes()
+        cut = raw.rfind(b"\n") + 1  # bytes after the last newline are an unfinished write
+        complete, tail = raw[:cut].decode("utf-8", "replace").split("\n")[:-1], raw[cut:]
+        for lineno, line in enumerate(complete, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                raise DatasetError(f"{self.path}:{lineno}: corrupt progress line") from None
+            if not isinstance(record, dict) or self.key not in record:
+                raise DatasetError(f"{self.path}:{lineno}: progress line has no {self.key!r}")
+            done[str(record[self.key])] = record
+        if tail.strip():
+            print(f"warning: {self.path}: dropped a truncated last line", file=sys.stderr)
+            with open(self.path, "r+b") as handle:
+                handle.truncate(cut)
+        return done
+
+    def append(self, record: dict) -> None:
+        if self.key not in record:
+            raise ValueError(f"progress record needs {self.key!r}")
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
