@@ -1,0 +1,180 @@
+"""Build, split, count and check reliability-engineering datasets.
+
+  generate --n N --seed S --out FILE [--paraphrases P] [--families a,b] [--topics t]
+           [--difficulty 1,2] [--exclude FILE ...]
+      N rows: base problems drawn from the families, each with up to P paraphrases in its group;
+      problems already in an --exclude file are skipped (for leak-free separate test sets).
+  split FILE --out-dir DIR --seed S [--val-frac F] [--holdout-frac F]
+        [--ood-families a,b | --ood-topics t]
+      train/val/holdout(/ood).jsonl by group, so no problem has phrasings in two splits.
+  stats FILE        counts by topic, family and difficulty (JSON)
+  validate FILE     the dataset check: rows, usable numeric rows, skipped rows with reasons (JSON)
+  families          the family table (Markdown), as in generators/FAMILIES.md
+"""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+
+from generators.families.dataset import count_rows, generate_rows, split_rows  # noqa: E402
+from generators.families.registry import FAMILIES, select  # noqa: E402
+from relrl.cli import ArgumentParser, UsageError, positive_int, run_main  # noqa: E402
+from relrl.data import atomic_write_jsonl, inspect_dataset, load_dataset  # noqa: E402
+
+
+def _nonnegative_int(flag: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} must be an integer, got {text!r}") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"{flag} must be >= 0, got {value}")
+        return value
+
+    return parse
+
+
+def _fraction(flag: str):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} must be a number, got {text!r}") from None
+        if not 0 <= value < 1:
+            raise argparse.ArgumentTypeError(f"{flag} must be in [0, 1), got {value}")
+        return value
+
+    return parse
+
+
+def _names(text: str | None) -> list[str]:
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
+
+
+def _difficulties(text: str | None) -> list[int]:
+    try:
+        levels = [int(x) for x in _names(text)]
+    except ValueError:
+        raise UsageError(f"--difficulty: expected levels such as 1,2 got {text!r}") from None
+    if any(level not in (1, 2, 3) for level in levels):
+        raise UsageError(f"--difficulty: levels are 1, 2 and 3, got {text!r}")
+    return levels
+
+
+def _output_file(path: str) -> Path:
+    out = Path(path)
+    if out.is_dir():
+        raise UsageError(f"--out: {out} is a folder, expected a file name")
+    if not out.parent.is_dir():
+        raise UsageError(f"--out: folder {out.parent} does not exist")
+    return out
+
+
+def cmd_generate(args) -> None:
+    out = _output_file(args.out)
+    try:
+        families = select(_names(args.families), _names(args.topics),
+                          _difficulties(args.difficulty))
+        exclude = frozenset(r["question"] for path in args.exclude for r in load_dataset(path))
+        rows = generate_rows(families, args.n, args.seed, args.paraphrases, exclude)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    atomic_write_jsonl(out, rows)
+    print(f"wrote {len(rows)} rows ({len({r['group'] for r in rows})} groups, "
+          f"{len({r['family'] for r in rows})} families) to {out}")
+
+
+def cmd_split(args) -> None:
+    out_dir = Path(args.out_dir)
+    if not out_dir.is_dir():
+        raise UsageError(f"--out-dir: folder {out_dir} does not exist")
+    if args.val_frac + args.holdout_frac >= 1:
+        raise UsageError("--val-frac plus --holdout-frac must be below 1")
+    rows = load_dataset(args.file)
+    ood_families, ood_topics = _names(args.ood_families), _names(args.ood_topics)
+    for flag, field, wanted in (("--ood-families", "family", ood_families),
+                                ("--ood-topics", "topic", ood_topics)):
+        present = {r.get(field) for r in rows}
+        missing = [name for name in wanted if name not in present]
+        if missing:
+            raise UsageError(f"{flag}: no rows of {', '.join(missing)} in {args.file}")
+    splits = split_rows(rows, args.seed, args.val_frac, args.holdout_frac, ood_families,
+                        ood_topics)
+    wanted = {"train": True, "val": args.val_frac > 0, "holdout": args.holdout_frac > 0,
+              "ood": "ood" in splits}
+    empty = [name for name, want in wanted.items() if want and not splits.get(name)]
+    if empty:
+        raise UsageError(f"too few groups in {args.file}: split {', '.join(empty)} would be empty")
+    summary = {}
+    for name, want in wanted.items():
+        if want:
+            atomic_write_jsonl(out_dir / f"{name}.jsonl", splits[name])
+            summary[name] = {"rows": len(splits[name]),
+                             "groups": len({r.get("group") for r in splits[name]})}
+    print(json.dumps(summary))
+
+
+def cmd_stats(args) -> None:
+    counts = count_rows(load_dataset(args.file))
+    print(json.dumps({"file": args.file, **counts}, indent=2))
+
+
+def cmd_validate(args) -> None:
+    print(json.dumps(inspect_dataset(args.file).summary(), ensure_ascii=False))
+
+
+def cmd_families(args) -> None:
+    print("| family | topic | difficulty | what is asked | independent check |")
+    print("| --- | --- | --- | --- | --- |")
+    for f in FAMILIES.values():
+        cells = [f"`{f.name}`", f.topic, str(f.difficulty), f.asks, f.check_how]
+        print("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+
+
+def main() -> None:
+    parser = ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    gen = sub.add_parser("generate", help="write N generated problems as JSONL")
+    gen.add_argument("--n", type=positive_int("--n"), default=866,
+                     help="number of rows (the study's master set has 866)")
+    gen.add_argument("--seed", type=_nonnegative_int("--seed"), default=0)
+    gen.add_argument("--out", required=True, help="output JSONL file (its folder must exist)")
+    gen.add_argument("--paraphrases", type=_nonnegative_int("--paraphrases"), default=2,
+                     help="extra phrasings per base problem, same group (default 2)")
+    gen.add_argument("--families", help="comma-separated family names (default: all)")
+    gen.add_argument("--topics", help="comma-separated topics (default: all)")
+    gen.add_argument("--difficulty", help="comma-separated levels among 1,2,3 (default: all)")
+    gen.add_argument("--exclude", action="append", default=[], metavar="FILE",
+                     help="skip problems with any phrasing in FILE (repeatable)")
+    gen.set_defaults(run=cmd_generate)
+
+    spl = sub.add_parser("split", help="train/val/holdout(/ood) files by group")
+    spl.add_argument("file")
+    spl.add_argument("--out-dir", required=True)
+    spl.add_argument("--seed", type=_nonnegative_int("--seed"), default=0)
+    spl.add_argument("--val-frac", type=_fraction("--val-frac"), default=0.1)
+    spl.add_argument("--holdout-frac", type=_fraction("--holdout-frac"), default=0.1)
+    ood = spl.add_mutually_exclusive_group()
+    ood.add_argument("--ood-families", help="families held out whole, to ood.jsonl")
+    ood.add_argument("--ood-topics", help="topics held out whole, to ood.jsonl")
+    spl.set_defaults(run=cmd_split)
+
+    for name, func, text in (("stats", cmd_stats, "counts by topic, family and difficulty"),
+                             ("validate", cmd_validate, "check a dataset file, print a summary")):
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument("file")
+        cmd.set_defaults(run=func)
+    sub.add_parser("families", help="print the family table (Markdown)").set_defaults(
+        run=cmd_families)
+
+    args = parser.parse_args()
+    args.run(args)
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,1 @@
+"""Reliability-engineering problem families, one module per topic, found through registry.py."""
