@@ -36,31 +36,49 @@ class DatasetReport:
         }
 
 
-def _read_records(path: Path) -> Iterator[tuple[int, object]]:
-    """(line number, decoded JSON) for a JSONL file or a JSON array (line = element index + 1)."""
+def read_records(path: str | os.PathLike) -> Iterator[tuple[int, object]]:
+    """(line number, decoded JSON) for each row of a JSONL file or of a JSON array (the line
+    where the element starts). Malformed JSON or an empty file raise DatasetError."""
+    path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")  # -sig: tolerate a byte-order mark
     except FileNotFoundError:
         raise DatasetError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise DatasetError(f"{path}: is a folder, not a file") from None
     except UnicodeDecodeError as exc:
         raise DatasetError(f"{path}: not UTF-8 text ({exc.reason})") from None
     if not text.strip():
         raise DatasetError(f"{path}: the file is empty")
     if text.lstrip().startswith("["):
-        try:
-            array = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg})") from None
-        for index, item in enumerate(array):
-            yield index + 1, item
+        yield from _array_records(path, text)
         return
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    # split on "\n" only: str.splitlines would also break inside strings holding U+2028 etc.
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         try:
             yield lineno, json.loads(line)
         except json.JSONDecodeError as exc:
             raise DatasetError(f"{path}:{lineno}: malformed JSON ({exc.msg})") from None
+
+
+def _array_records(path: Path, text: str) -> Iterator[tuple[int, object]]:
+    try:
+        json.loads(text)  # whole-file check first, so an error names its line
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg})") from None
+    decoder = json.JSONDecoder()
+    pos, lineno, counted_to = text.index("[") + 1, 1, 0
+    while True:
+        while text[pos] in " \t\r\n,":
+            pos += 1
+        if text[pos] == "]":
+            return
+        lineno += text.count("\n", counted_to, pos)
+        counted_to = pos
+        item, pos = decoder.raw_decode(text, pos)
+        yield lineno, item
 
 
 def row_problem(row: object) -> str | None:
@@ -87,7 +105,7 @@ def inspect_dataset(path: str | os.PathLike) -> DatasetReport:
     """Read every row; malformed JSON raises, other bad rows are listed as skipped."""
     path = Path(path)
     report = DatasetReport(str(path))
-    for lineno, row in _read_records(path):
+    for lineno, row in read_records(path):
         report.rows += 1
         problem = row_problem(row)
         if problem is None:
@@ -115,7 +133,7 @@ def load_dataset(path: str | os.PathLike, *, allow_skips: bool = False) -> list[
     rows = []
     for item in report.usable:
         item.pop("_line", None)
-        if not item.get("id"):
+        if item.get("id") in (None, ""):  # an id of 0 is a valid id
             item["id"] = question_id(item["question"])
         rows.append(item)
     return rows
@@ -140,11 +158,12 @@ def questions_fingerprint(rows: Iterable[dict]) -> str:
 
 def _atomic_write_text(path: str | os.PathLike, text: str) -> None:
     path = Path(path)
-    if not path.parent.exists():
-        raise DatasetError(f"{path}: folder {path.parent} does not exist")
+    # create the folder: failing here, at the end of a long run, would lose the run's work
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), 0o644)  # mkstemp makes 0600; results are for sharing
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())

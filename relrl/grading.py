@@ -1,0 +1,528 @@
+"""Answer grading shared by every reward function and evaluation script.
+
+Extraction: drop `<think>` blocks, take the last complete `\\boxed{...}` and, inside it, the value
+after the last `=` / `\\approx` / `≈`. With `allow_plain` (grading outside models, never rewards)
+fall back to the last "final answer" section, then to the last number of the last line.
+
+Numbers: signed decimals, `1.2e-5`, `2.52 \\times 10^{5}`, `2.52×10^5`, `10⁻⁴`, `23,717`,
+`1{,}128`, `1 128`, European `0,001`, `14/33`, `\\frac{14}{33}`, `3.1%`, units and LaTeX/Markdown
+decoration. A comma followed by exactly three-digit groups is a thousands separator (`2,500` is
+2500); any other comma between digits is a decimal comma (`0,001`, `1,5`); a comma followed by a
+space separates values (`0.04, 0.20`). `\\infty`, NaN and values that overflow give no value.
+
+Percentages: `3.1%` is 0.031. When exactly one side (answer or target) carries a `%` sign, the
+percent numbers are compared as well, so target `3.1%` accepts `0.031`, `3.1%` and `3.1`;
+target `0.031` accepts `3.1%` but not `3.1`.
+
+Scoring: relative error |a - t| / |t| against `tolerance` (default 5%). A zero target has no
+relative error; the answer is correct when |a| <= `abs_tolerance` (default 1e-6).
+
+Every function here is linear in the input length (braces are matched in one pass, the regexes
+have no nested unbounded repeats) and never raises on any string.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from itertools import chain, islice
+from typing import NamedTuple
+
+# --------------------------------------------------------------------------------------------
+# Numbers
+
+_SUPERSCRIPT_RUN = re.compile("[⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻]+")
+_SUPERSCRIPTS = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻", "0123456789+-")
+_DROP_SUBSCRIPT_DIGITS = str.maketrans("", "", "₀₁₂₃₄₅₆₇₈₉")
+# Plain string substitutions, applied in order (LaTeX spellings before the characters they use).
+_REPLACEMENTS = (
+    ("\\dfrac", "\\frac"), ("\\tfrac", "\\frac"), ("{,}", ","), ("\\%", "%"), ("\\$", "$"),
+    ("\\approx", "≈"), ("\\simeq", "≈"), ("≃", "≈"), ("≅", "≈"),
+    ("\\times", "×"), ("\\cdot", "×"), ("·", "×"), ("⋅", "×"), ("∙", "×"),
+    ("\\infty", "∞"), ("\\left", ""), ("\\right", ""), ("\\!", ""),
+    ("\\,", " "), ("\\;", " "), ("\\:", " "), ("\\ ", " "), ("~", " "),
+    ("\\(", " "), ("\\)", " "), ("\\[", " "), ("\\]", " "),
+    ("\u2212", "-"), ("\u2013", "-"), ("\u00a0", " "), ("\u2009", " "), ("\u202f", " "),
+    ("\u2007", " "), ("**", ""), ("`", " "), ("$", " "),
+)
+_PLAIN_FRAC = re.compile(r"\\frac\s*\{\s*([-+]?[\d.,]+)\s*\}\s*\{\s*([-+]?[\d.,]+)\s*\}")
+_WRAPPERS = re.compile(
+    r"\\(?:text|mathrm|mathbf|textbf|textit|mathit|textrm|boldsymbol|operatorname|mbox"
+    r"|displaystyle|hat|bar|tilde|rm|bf)(?![A-Za-z])"
+)
+_BRACED_SUBSCRIPT = re.compile(r"_\{[^{}]*\}")
+_SUBSCRIPT = re.compile(r"_\w+")
+
+_MANTISSA = (
+    r"(?:[1-9]\d{0,2}(?:,\d{3})+(?!\d)(?:\.\d+)?"  # 23,717 and 1,234.5
+    r"|[1-9]\d{0,2}(?: \d{3})+(?![\d,])(?:\.\d+)?"  # 1 128
+    r"|\d+(?:[.,]\d+)?"  # 12.5, European 0,001
+    r"|\.\d+)"
+)
+_NUMBER = re.compile(
+    r"(?<![\w.^])(?<!\^[-+(])(?<!\^\([-+])"  # not inside a word, a number or an exponent
+    r"(?P<sign>[-+]?)(?P<mant>" + _MANTISSA + r")"
+    r"(?:[eE](?P<exp>[-+]?\d+))?"
+    r"(?:\s*[×x*]\s*10\s*\^\s*\(?\s*(?P<p10>[-+]?\d+)\s*\)?)?"
+    r"(?:\s*\^\s*\(?\s*(?P<pow>[-+]?\d+(?:\.\d+)?)\s*\)?)?"
+    r"(?:\s*/\s*(?P<den>" + _MANTISSA + r")(?:[eE](?P<dexp>[-+]?\d+))?)?"
+    r"(?P<pct>\s*%|\s+percent\b)?"
+)
+_THOUSANDS = re.compile(r"[1-9]\d{0,2}(?:,\d{3})+(?:\.\d+)?")
+_DIGIT = re.compile(r"\d")
+_NAN = re.compile(r"\bnan\b", re.IGNORECASE)
+_MAX_DIGITS = 400  # more integer digits than this overflows a float anyway
+_MAX_TEXT = 200  # extracted text kept in results (a runaway box can be megabytes)
+
+
+class Number(NamedTuple):
+    """One numeric expression found in a text. `value` is None when it overflows."""
+
+    text: str
+    value: float | None
+    raw: float | None  # the number as written: 3.1 for "3.1%"
+    percent: bool
+    start: int
+    end: int
+    reason: str = ""
+
+
+def normalize(text: str) -> str:
+    """Turn LaTeX, Markdown and unicode spellings of numbers into plain text."""
+    text = _SUPERSCRIPT_RUN.sub(lambda m: "^(" + m.group().translate(_SUPERSCRIPTS) + ")", text)
+    text = text.translate(_DROP_SUBSCRIPT_DIGITS)
+    for old, new in _REPLACEMENTS:
+        if old in text:
+            text = text.replace(old, new)
+    if "\\" in text or "{" in text or "_" in text:
+        text = _PLAIN_FRAC.sub(r" \1/\2 ", text)
+        text = _WRAPPERS.sub(" ", text)
+        text = _BRACED_SUBSCRIPT.sub("", text)
+        text = text.replace("{", "").replace("}", "")
+        text = _SUBSCRIPT.sub("", text)  # variable names such as L_10 or R_sys carry no value
+    return text
+
+
+def _decimal(text: str) -> str:
+    """A mantissa as Python float syntax: thousands separators dropped, decimal comma to point."""
+    if "," in text:
+        text = text.replace(",", "") if _THOUSANDS.fullmatch(text) else text.replace(",", ".")
+    return text.replace(" ", "")
+
+
+def _small_int(text: str | None) -> int | None:
+    """An exponent; absurdly long ones are clamped (they overflow or underflow anyway)."""
+    if text is None:
+        return None
+    digits = text.lstrip("+-")
+    if len(digits) > 6:
+        return -10**6 if text.startswith("-") else 10**6
+    return int(text)
+
+
+def _evaluate(m: re.Match) -> tuple[float | None, str]:
+    mant = m["mant"]
+    if m.end("mant") == m.end() - len(m["pct"] or "") and mant.isdigit() and len(mant) < 300:
+        return float(m["sign"] + mant), ""  # the common case: a plain integer
+    mant = _decimal(mant)
+    if len(mant.split(".")[0].lstrip("0")) > _MAX_DIGITS:
+        return None, "overflow"
+    exponent = (_small_int(m["exp"]) or 0) + (_small_int(m["p10"]) or 0)
+    if abs(exponent) > 10_000:
+        value = math.inf if exponent > 0 else 0.0
+    else:
+        value = float(f"{m['sign']}{mant}e{exponent}")
+    if m["pow"] is not None:
+        try:
+            value = value ** float(m["pow"])
+        except (OverflowError, ZeroDivisionError):
+            return None, "overflow"
+        if isinstance(value, complex):
+            return None, "not a real number"
+    if m["den"] is not None:
+        den_exponent = min(max(_small_int(m["dexp"]) or 0, -10_000), 10_000)
+        den = _decimal(m["den"])
+        den = float(f"{den}e{den_exponent}") if len(den) <= _MAX_DIGITS else math.inf
+        if den == 0:
+            return None, "division by zero"
+        value = value / den
+    if not math.isfinite(value):
+        return None, "overflow"
+    if value == 0 and mant.strip("0."):  # a non-zero number too small for a float
+        return None, "underflow"
+    return value, ""
+
+
+def _number(m: re.Match) -> Number:
+    raw, reason = _evaluate(m)
+    percent = m["pct"] is not None
+    value = raw / 100 if percent and raw is not None else raw
+    return Number(m.group(), value, raw, percent, m.start(), m.end(), reason)
+
+
+def find_numbers(text: str) -> list[Number]:
+    """Every numeric expression in an already normalized text, in order."""
+    return [_number(m) for m in _NUMBER.finditer(text)]
+
+
+def _no_number_reason(text: str) -> str:
+    if "∞" in text:
+        return "infinite value"
+    if _NAN.search(text):
+        return "not a number (NaN)"
+    return "no number"
+
+
+def parse_number(text: str) -> float | None:
+    """The value of the first number in `text` (percent as a fraction), or None."""
+    number = _first_number(normalize(text or ""))
+    return number.value if number is not None else None
+
+
+def _first_number(normalized: str) -> Number | None:
+    match = _NUMBER.search(normalized)
+    return _number(match) if match else None
+
+
+def _after_relation(text: str) -> str:
+    """The part after the last `=` or `≈` (already normalized text), or all of it."""
+    cut = max(text.rfind("="), text.rfind("≈"))
+    return text[cut + 1:] if cut >= 0 else text
+
+
+def _same(a: Number, b: Number) -> bool:
+    return a.value is not None and b.value is not None and math.isclose(a.value, b.value,
+                                                                          rel_tol=1e-9)
+
+
+@lru_cache(maxsize=4096)  # a GRPO group grades G responses against the same target
+def _parse_target_text(text: str) -> tuple[Number | None, str]:
+    text = normalize(text).strip()
+    if not text:
+        return None, "empty answer"
+    tail = _after_relation(text)
+    numbers = find_numbers(tail)
+    if not numbers:
+        return None, _no_number_reason(tail)
+    first = numbers[0]
+    if first.value is None:
+        return None, first.reason
+    others = [n for n in numbers[1:] if not _same(n, first)]
+    if others:
+        listed = ", ".join(n.text.strip() for n in numbers[:4])
+        return None, f"several values ({listed}): not a single number"
+    return first, ""
+
+
+def parse_target_number(text) -> tuple[Number | None, str]:
+    """Ground truth as a Number, or (None, why not): the same rules as answers, but an answer
+    holding several different values is not a single number."""
+    return _parse_target_text("" if text is None else str(text))
+
+
+def parse_target(text: str) -> tuple[float | None, str]:
+    """(value, reason): reason is "" when the ground truth is one number."""
+    number, reason = parse_target_number(text)
+    return (number.value if number else None), reason
+
+
+# --------------------------------------------------------------------------------------------
+# Extraction
+
+
+def strip_thinking(text: str) -> str:
+    """Remove `<think>...</think>` blocks; a leading block whose `<think>` was in the prompt
+    (only `</think>` present) goes too, and an unclosed `<think>` drops everything after it."""
+    pos = 0
+    first_close, first_open = text.find("</think>"), text.find("<think>")
+    if first_close != -1 and (first_open == -1 or first_close < first_open):
+        pos = first_close + len("</think>")
+    parts = []
+    while True:
+        start = text.find("<think>", pos)
+        if start == -1:
+            parts.append(text[pos:])
+            break
+        parts.append(text[pos:start])
+        end = text.find("</think>", start + len("<think>"))
+        if end == -1:
+            break
+        pos = end + len("</think>")
+    return "".join(parts)
+
+
+_BOX = re.compile(r"\\boxed\s*\{")
+_BRACE = re.compile(r"\\[{}]|[{}]")
+
+
+def boxed_contents(text: str) -> list[tuple[int, str]]:
+    """(start, content) of every complete \\boxed{...}, matching braces in one linear pass."""
+    opens = {m.end() - 1: m.start() for m in _BOX.finditer(text)}
+    if not opens:
+        return []
+    boxes, stack = [], []
+    for m in _BRACE.finditer(text, min(opens)):
+        brace = m.group()
+        if brace == "{":
+            stack.append(m.start())
+        elif brace == "}" and stack:
+            open_at = stack.pop()
+            if open_at in opens:
+                boxes.append((opens[open_at], text[open_at + 1:m.start()]))
+    boxes.sort()
+    return boxes
+
+
+_ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
+_FINAL_BEFORE = re.compile(r"final\s+$")
+_COLON_AFTER = re.compile(r"\s*:")
+_WORD_CHAR = re.compile(r"\w")
+_LEAD = re.compile(r"^(?:[\s:*#)\]>|]|\.(?=\s))*(?:is\b)?[\s:*]*", re.IGNORECASE)
+_LIST_ITEM = re.compile(r"^\s*(?:\d{1,2}[.)]|\(?[a-z]\)|[-*•])\s+")
+_MAX_IN_LINE = 64
+_PARENTHETICAL = re.compile(r"(?<=\s)\([^()]*\)")
+_CLAUSE_END = re.compile(
+    r"[.;!?](?=\s|$)|,\s+(?:which|meaning|i\.e\.|that is|so|and|or)\b|\s—\s", re.IGNORECASE
+)
+_MARKED = re.compile(
+    r"(?:[=≈:≥]|\b(?:is|was|are|be|equals?|becomes|gives|yields|approximately|approx\.?"
+    r"|about|roughly|around|nearly))\s*(?:(?:approximately|approx\.?|about|roughly|around"
+    r"|nearly|only|exactly|just|equal to|estimated at)\s*)?$",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Extraction:
+    text: str | None  # the answer as written (the number, or the box content when not numeric)
+    value: float | None
+    n_boxed: int
+    source: str | None  # "boxed", "final", "last_number" or None
+    percent: bool = False
+    raw: float | None = None
+    reason: str = ""  # why there is no value ("" when there is one)
+
+
+def _pick_in_line(line: str) -> Number | None:
+    """The answer number of one line of prose: the last number right after '=', 'is',
+    'approximately'... in the first clause that has a number, else that clause's first number.
+    Only a clause's first numbers are read: a line with more is not an answer line anyway."""
+    for variant in _line_variants(line):
+        clause_start = 0
+        for cut in [*(m.end() for m in _CLAUSE_END.finditer(variant)), len(variant)]:
+            matches = list(islice(_NUMBER.finditer(variant, clause_start, cut), _MAX_IN_LINE))
+            marked, previous_end = [], clause_start
+            for m in matches:
+                if _MARKED.search(variant, max(previous_end, m.start() - 40), m.start()):
+                    marked.append(m)
+                previous_end = m.end()
+            clause_start = cut
+            for m in chain(reversed(marked), matches):
+                number = _number(m)
+                if number.value is not None:
+                    return number
+    return None
+
+
+def _line_variants(line: str):
+    """The line without list numbering and side remarks in parentheses, then less stripped."""
+    plain = _LIST_ITEM.sub("", line, count=1)
+    yield _PARENTHETICAL.sub(" ", plain)
+    yield plain
+    yield line
+
+
+def _numeric_lines(section: str):
+    """Normalized lines of a section that hold a number, read lazily (sections can be long)."""
+    for line in section.splitlines():
+        if _DIGIT.search(line):  # cheap test first: most lines of prose hold no digit
+            line = normalize(line)
+            if _NUMBER.search(line):
+                yield line
+
+
+def _final_markers(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each "final answer" and of each "Answer:" opening a line. Found from the
+    occurrences of "answer" (one fast literal scan) rather than by a regex tried everywhere."""
+    low, found = text.lower(), []
+    if len(low) != len(text):  # a few characters (such as "İ") lower-case to two
+        low = text.translate(_ASCII_LOWER)
+    at = low.find("answer")
+    while at != -1:
+        end, head = at + len("answer"), low[max(0, at - 40):at]
+        final = _FINAL_BEFORE.search(head)
+        if final:
+            found.append((at - len(head) + final.start(), end))
+        else:
+            newline = head.rfind("\n")
+            line_head = head[newline + 1:] if newline != -1 or at <= 40 else None
+            if line_head is not None and not _WORD_CHAR.search(line_head) \
+                    and _COLON_AFTER.match(low, end):
+                found.append((at, end))
+        at = low.find("answer", end)
+    return found
+
+
+def _from_final_section(text: str) -> Number | None:
+    """The answer in the last "final answer" section that holds a number."""
+    markers = _final_markers(text)
+    for k in range(len(markers) - 1, -1, -1):
+        end = markers[k + 1][0] if k + 1 < len(markers) else len(text)
+        lines = _numeric_lines(_LEAD.sub("", text[markers[k][1]:end], count=1))
+        chosen = next(lines, None)
+        if chosen is None:
+            continue
+        if chosen.rstrip(" *").endswith(":"):  # "At t = 100 hours the reliability is:"
+            chosen = next(lines, chosen)
+        while _LIST_ITEM.match(chosen):  # a numbered list builds up to its last item
+            following = next(lines, None)
+            if following is None or not _LIST_ITEM.match(following):
+                break
+            chosen = following
+        number = _pick_in_line(chosen)
+        if number is not None:
+            return number
+    return None
+
+
+_OPEN_END = re.compile(r"[\\×/+\-=^({\[,<≤≥>]\s*$")
+_WORD = re.compile(r"[^\W\d]+")
+
+
+def _last_number_of_last_line(text: str) -> Number | None:
+    """The last number of the last line, unless that line was cut off mid-expression or
+    mid-sentence (ends on an operator, or runs on for words after its last number)."""
+    line = next((line for line in reversed(text.splitlines()) if line.strip()), "")
+    line = _LIST_ITEM.sub("", normalize(line), count=1)
+    for m in reversed(list(_NUMBER.finditer(line))):
+        number = _number(m)
+        if number.value is None:
+            continue
+        trailing = line[number.end:].rstrip()
+        if _OPEN_END.search(line.rstrip(" *_")) or (len(_WORD.findall(trailing)) > 4
+                                                     and not trailing.endswith((".", "!", "?"))):
+            return None
+        return number
+    return None
+
+
+def extract_answer(response: str, allow_plain: bool = False) -> Extraction:
+    """The final answer of a model response (see the module docstring for the rules)."""
+    text = response if isinstance(response, str) else ""
+    if not text.strip():
+        return Extraction(None, None, 0, None, reason="empty response")
+    visible = strip_thinking(text)
+    boxes = boxed_contents(visible)
+    box_text, reason = None, "no boxed answer"
+    if boxes:
+        box_text = boxes[-1][1].strip()
+        tail = _after_relation(normalize(box_text))
+        number = _first_number(tail)
+        if number is not None and number.value is not None:
+            return _extraction(number, len(boxes), "boxed")
+        why = number.reason if number is not None else _no_number_reason(tail)
+        reason = "boxed answer is not a number" if why == "no number" else f"boxed answer: {why}"
+        box_text = box_text[:_MAX_TEXT]
+    elif "<think>" in text and not visible.strip():
+        reason = "cut off inside <think>"
+    if allow_plain:
+        for source, finder in (("final", _from_final_section), ("last_number",
+                                                                  _last_number_of_last_line)):
+            number = finder(visible)
+            if number is not None:
+                return _extraction(number, len(boxes), source)
+        if reason == "no boxed answer":
+            reason = "no answer found"
+    return Extraction(box_text, None, len(boxes), None, reason=reason)
+
+
+def _extraction(number: Number, n_boxed: int, source: str) -> Extraction:
+    return Extraction(number.text.strip()[:_MAX_TEXT], number.value, n_boxed, source,
+                      number.percent, number.raw)
+
+
+# --------------------------------------------------------------------------------------------
+# Scoring
+
+
+@dataclass(frozen=True)
+class RewardTiers:
+    """The study's reward: (relative error limit, reward) bands from the tightest, then the
+    rewards for a wrong number, no answer, and the penalty for listing many boxed answers."""
+
+    bands: tuple[tuple[float, float], ...] = ((0.001, 1.0), (0.01, 0.8), (0.05, 0.4))
+    wrong_number: float = 0.01
+    no_answer: float = 0.0
+    max_boxes: int = 2
+    too_many_boxes: float = -0.3
+
+
+DEFAULT_TIERS = RewardTiers()
+_EPS = 1e-12  # 0.1001 against 0.1 is 0.1% off and must stay in that band despite rounding
+
+
+@dataclass(frozen=True)
+class Grade:
+    extracted: str | None
+    value: float | None
+    target: float | None
+    rel_error: float | None  # None when there is no value or the target is zero
+    correct: bool
+    reward: float
+    n_boxed: int
+    reason: str
+    source: str | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _error(answer: Extraction, target: Number) -> tuple[float, bool]:
+    """(smallest error, whether it came from reading both sides as percent numbers): the
+    percent rule of the module docstring. Relative error, or absolute for a zero target."""
+    def error(a: float, t: float) -> float:
+        return abs(a - t) / abs(t) if t != 0 else abs(a)
+
+    best = error(answer.value, target.value)
+    if answer.percent != target.percent and answer.raw is not None and target.raw is not None:
+        as_percent = error(answer.raw, target.raw)
+        if as_percent < best:
+            return as_percent, True
+    return best, False
+
+
+def _percent(x: float) -> str:
+    return f"{x * 100:.3g}%"
+
+
+def grade(response: str, target, *, tolerance: float = 0.05, allow_plain: bool = False,
+          tiers: RewardTiers = DEFAULT_TIERS, abs_tolerance: float = 1e-6) -> Grade:
+    """Grade one response against one ground-truth answer (string or number)."""
+    answer = extract_answer(response, allow_plain)
+    truth, target_reason = parse_target_number("" if target is None else str(target))
+    too_many = answer.n_boxed > tiers.max_boxes
+    notes = [f"{answer.n_boxed} boxed answers (more than {tiers.max_boxes})"] if too_many else []
+
+    def result(rel_error, correct, reward, reason):
+        reason = "; ".join([reason, *notes])
+        reward = tiers.too_many_boxes if too_many else reward
+        return Grade(answer.text, answer.value, truth.value if truth else None, rel_error,
+                     correct, float(reward), answer.n_boxed, reason, answer.source)
+
+    if truth is None:
+        return result(None, False, tiers.no_answer, f"target: {target_reason}")
+    if answer.value is None:
+        return result(None, False, tiers.no_answer, answer.reason)
+    error, percent_reading = _error(answer, truth)
+    if percent_reading:
+        notes.insert(0, "compared as percent numbers")
+    if truth.value == 0:
+        correct = error <= abs_tolerance
+        reward = tiers.bands[0][1] if correct else tiers.wrong_number
+        return result(None, correct, reward, f"zero target, absolute error {error:.3g}")
+    correct = error <= tolerance + _EPS
+    reward = next((r for limit, r in tiers.bands if error <= limit + _EPS), tiers.wrong_number)
+    within = next((limit for limit, _ in tiers.bands if error <= limit + _EPS), None)
+    reason = f"within {_percent(within)}" if within is not None else f"off by {_percent(error)}"
+    return result(error, correct, reward, reason)

@@ -1,0 +1,90 @@
+"""evaluation/grade_responses.py run as a user runs it: a subprocess, output lines, summary."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, SEED_DATA
+
+SCRIPT = ROOT / "evaluation" / "grade_responses.py"
+FRONTIER = SEED_DATA / "frontier_holdout_54q" / "o3-mini_results.json"
+
+ROWS = [
+    {"response": "so \\boxed{0.9944}", "answer": "0.9945"},
+    {"response": "\\boxed{0.5}", "answer": "0.9945"},
+    {"response": "FINAL ANSWER: 870 hours", "answer": "870"},
+    {"response": None, "answer": "3"},
+    {"response": "\\boxed{1}", "answer": "0.04, 0.20"},
+]
+
+
+def run(*args):
+    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_jsonl_to_stdout(tmp_path):
+    path = tmp_path / "responses.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in ROWS), encoding="utf-8")
+    done = run(path)
+    assert done.returncode == 0, done.stderr
+    *lines, summary = [json.loads(line) for line in done.stdout.splitlines()]
+    assert summary == {"n": 5, "correct": 1, "accuracy": 0.2, "unextracted": 2,
+                       "bad_targets": 1}
+    assert [line["index"] for line in lines] == [0, 1, 2, 3, 4]
+    assert [line["correct"] for line in lines] == [True, False, False, False, False]
+    assert [line["reward"] for line in lines] == [1.0, 0.01, 0.0, 0.0, 0.0]
+    assert lines[2]["reason"] == "no boxed answer"  # plain answers need --allow-plain
+    assert lines[3]["reason"] == "empty response"
+    assert "several values" in lines[4]["reason"]
+
+
+def test_json_array_with_fields_allow_plain_and_output(tmp_path):
+    path = tmp_path / "responses.json"
+    path.write_text(json.dumps([{"text": r["response"], "truth": r["answer"]} for r in ROWS]),
+                    encoding="utf-8")
+    out = tmp_path / "graded.jsonl"
+    done = run(path, "--response-field", "text", "--answer-field", "truth", "--allow-plain",
+               "--tolerance", "0.01", "--output", out)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.splitlines()[-1]) == {
+        "n": 5, "correct": 2, "accuracy": 0.4, "unextracted": 1, "bad_targets": 1}
+    lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(lines) == 5 and lines[2]["extracted"] == "870" and lines[2]["correct"]
+    assert set(lines[0]) >= {"index", "extracted", "correct", "reward", "reason"}
+
+
+@pytest.mark.skipif(not FRONTIER.exists(), reason="seed data not here")
+def test_frontier_seed_file(tmp_path):
+    out = tmp_path / "o3.jsonl"
+    done = run(FRONTIER, "--response-field", "model_response", "--answer-field",
+               "ground_truth", "--allow-plain", "--output", out)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout.splitlines()[-1])
+    assert summary == {"n": 54, "correct": 39, "accuracy": round(39 / 54, 6),
+                       "unextracted": 5, "bad_targets": 0}
+    lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert lines[0] == {"index": 0, "extracted": "870", "value": 870.0, "target": 870.0,
+                        "correct": True, "reward": 1.0, "reason": "within 0.1%"}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--tolerance", "-1"], "--tolerance must be a finite number >= 0"),
+    (["--response-field", "missing"], "responses.jsonl:1: no field 'missing'"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
+    path = tmp_path / "responses.jsonl"
+    path.write_text(json.dumps(ROWS[0]) + "\n", encoding="utf-8")
+    done = run(path, *args)
+    assert done.returncode == 2
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert done.stdout == ""
+
+
+def test_malformed_input_names_its_line(tmp_path):
+    path = tmp_path / "responses.jsonl"
+    path.write_text(json.dumps(ROWS[0]) + "\n{oops\n", encoding="utf-8")
+    done = run(path)
+    assert done.returncode == 2 and "responses.jsonl:2: malformed JSON" in done.stderr
