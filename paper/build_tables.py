@@ -1,0 +1,359 @@
+"""Result files in, the LaTeX tables of paper/main.tex and the slides out.
+
+Every number in the paper's results section comes from this script, and this script reads
+numbers only from result files: the JSON that `evaluation/compare_results.py --output-json`
+writes (one per question set) and the `statistics.json` of GRPO runs. An input that is missing
+gives a table that says "results not yet generated - run make demo", never made-up numbers; an
+input that exists but is malformed is an error (exit 2), never a silent placeholder.
+
+  python paper/build_tables.py                       # defaults under results/demo/
+  python paper/build_tables.py --compare holdout=results/holdout.json --grpo-stats \\
+      "GRPO exp7=outputs/grpo_exp7/statistics.json" --out paper/tables
+
+Writes into --out (default paper/tables/):
+  accuracy_<set>.tex  one tabular per question set (train, heldout, holdout, ood)
+  summary.tex         accuracy and change vs base of every model on every set, side by side
+  difficulty.tex      accuracy by the base model's screening score
+  waste.tex           dynamic-sampling waste counters of the GRPO runs
+  findings.tex        one sentence per comparison that is significant after Holm correction
+  training_figure.tex the training-dynamics plot, or a placeholder box
+  sources.tex         which file (and its SHA-256 prefix) each table was made from
+"""
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from relrl.cli import ArgumentParser, UsageError, run_main  # noqa: E402
+from relrl.data import DatasetError, read_json  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PAPER = ROOT / "paper"
+ALPHA = 0.05
+PLACEHOLDER = r"Results not yet generated --- run \texttt{make demo}"
+
+# The question sets of the miniature study: (name, short heading, default file name).
+SETS = [
+    ("train", "Mixed (train)", "compare_train.json"),
+    ("heldout", "Held-out mixed", "compare_heldout.json"),
+    ("holdout", "Holdout", "compare_holdout.json"),
+    ("ood", "Out-of-dist.", "compare_ood.json"),
+]
+DEFAULT_STATS = [
+    ("GRPO exp7 (SFT warm start)", "grpo_exp7/statistics.json"),
+    ("GRPO exp10 (no SFT)", "grpo_exp10/statistics.json"),
+]
+WASTE_KINDS = ("all_correct", "all_wrong", "same_partial")
+
+
+def parse_args(argv=None):
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results-dir", default=str(ROOT / "results" / "demo"),
+                        help="where the default inputs live (results/demo/ in the repository)")
+    parser.add_argument("--compare", action="append", default=[], metavar="SET=PATH",
+                        help="compare_results JSON for one set; SET is one of "
+                        + ", ".join(s[0] for s in SETS) + " (default <results-dir>/compare_SET.json)")
+    parser.add_argument("--grpo-stats", action="append", default=[], metavar="LABEL=PATH",
+                        help="a GRPO run's statistics.json, repeatable; given once, it replaces "
+                        "the defaults (<results-dir>/grpo_exp7/ and grpo_exp10/statistics.json)")
+    parser.add_argument("--difficulty-set", default=None,
+                        help="set whose accuracy-by-screening-score table to show (default: the "
+                        "first of heldout, holdout, train, ood that has one)")
+    parser.add_argument("--training-plot", default=None,
+                        help="PNG of reward and waste by step (default <results-dir>/plots/training.png)")
+    parser.add_argument("--note", default=None,
+                        help="a line printed under every table, e.g. 'FAST run: not the full miniature'")
+    parser.add_argument("--out", default=str(PAPER / "tables"), help="output folder (paper/tables)")
+    return parser.parse_args(argv)
+
+
+def split_pair(text: str, flag: str) -> tuple[str, str]:
+    name, sep, path = text.partition("=")
+    if not sep or not name or not path:
+        raise UsageError(f"{flag}: expected NAME=PATH, got {text!r}")
+    return name, path
+
+
+# ---------------------------------------------------------------------------- reading
+
+
+def load_compare(path: Path) -> dict | None:
+    """compare_results.py's --output-json, checked; None when the file does not exist."""
+    if not path.exists():
+        return None
+    data = read_json(path)
+    rows = data.get("rows") if isinstance(data, dict) else None
+    if not isinstance(rows, list) or not rows or "base" not in data:
+        raise DatasetError(f"{path}: not a compare_results JSON (need 'base' and non-empty 'rows')")
+    need = {"model", "n", "samples", "correct", "accuracy", "ci_low", "ci_high", "delta", "p", "p_holm"}
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or not need <= set(row):
+            missing = sorted(need - set(row)) if isinstance(row, dict) else sorted(need)
+            raise DatasetError(f"{path}: row {i} lacks {', '.join(missing)}")
+    if not any(r["model"] == data["base"] for r in rows):
+        raise DatasetError(f"{path}: no row for the base {data['base']!r}")
+    return data
+
+
+def load_stats(path: Path) -> dict | None:
+    if not path.exists():
+        return None
+    data = read_json(path)
+    need = ("useful_steps", "wasted_steps", "total_attempts", "waste_rate")
+    if not isinstance(data, dict) or any(k not in data for k in need):
+        raise DatasetError(f"{path}: not a GRPO statistics.json (need {', '.join(need)})")
+    return data
+
+
+# ---------------------------------------------------------------------------- formatting
+
+
+TEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
+               "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
+               "^": r"\textasciicircum{}"}
+
+
+def tex(text) -> str:
+    """Escape a label (model name, path) for LaTeX text mode."""
+    return "".join(TEX_ESCAPES.get(c, c) for c in str(text))
+
+
+def pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def signed_pp(x: float) -> str:
+    return f"{100 * x:+.1f}".replace("-", "$-$")
+
+
+def pval(p) -> str:
+    if p is None:
+        return "--"
+    return "$<$0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def header(sources: list[Path]) -> str:
+    names = ", ".join(rel(p) for p in sources) or "no input"
+    return f"% Generated by paper/build_tables.py from {names}. Do not edit: rerun the script.\n"
+
+
+def rel(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+def placeholder(missing: list[Path]) -> str:
+    shown = [r"{\footnotesize missing: \texttt{" + tex(rel(p)) + r"}}\\" for p in missing]
+    lines = [r"\begin{tabular}{c}", r"\toprule", r"\textbf{" + PLACEHOLDER + r"}\\", *shown,
+             r"\bottomrule", r"\end{tabular}"]
+    return f"% PLACEHOLDER: {', '.join(rel(p) for p in missing)} not found\n" + "\n".join(lines) + "\n"
+
+
+def with_note(lines: list[str], ncols: int, note: str | None) -> list[str]:
+    if note:
+        lines.insert(-1, rf"\multicolumn{{{ncols}}}{{l}}{{\footnotesize\emph{{{tex(note)}}}}}\\")
+    return lines
+
+
+# ---------------------------------------------------------------------------- tables
+
+
+def accuracy_table(data: dict, note: str | None) -> str:
+    base = data["base"]
+    lines = [r"\begin{tabular}{lrrcrrrrr}", r"\toprule",
+             r"Model & Correct/$n$ & Acc.\ (\%) & 95\% CI & Trunc. & $\Delta$ (pp) & "
+             r"$b_{01}/b_{10}$ & $p$ & $p_{\mathrm{Holm}}$\\", r"\midrule"]
+    tests = set()
+    for r in data["rows"]:
+        n = f"{r['n']}" if r["samples"] == 1 else rf"{r['n']}$\times${r['samples']}"
+        is_base = r["model"] == base
+        disc = f"{r['b01']}/{r['b10']}" if "b01" in r and "b10" in r else "--"
+        tests.add(r.get("test"))
+        cells = [tex(r["model"]) + (" (base)" if is_base else ""), f"{r['correct']}/{n}",
+                 pct(r["accuracy"]), f"[{pct(r['ci_low'])}, {pct(r['ci_high'])}]",
+                 str(r.get("truncated", "--")), "--" if is_base else signed_pp(r["delta"]),
+                 "--" if is_base else disc, pval(r["p"]), pval(r["p_holm"])]
+        lines.append(" & ".join(cells) + r"\\")
+    lines.append(r"\bottomrule")
+    if "permutation" in tests:
+        lines.append(r"\multicolumn{9}{l}{\footnotesize $p$ for $K>1$ samples per question: "
+                     r"exact paired sign-flip permutation test; CI: percentile bootstrap.}\\")
+    lines.append(r"\end{tabular}")
+    return "\n".join(with_note(lines, 9, note)) + "\n"
+
+
+def summary_table(compares: dict[str, dict | None], note: str | None) -> str:
+    present = [(name, head) for name, head, _ in SETS if compares.get(name)]
+    models: list[str] = []
+    for name, _ in present:
+        models += [r["model"] for r in compares[name]["rows"] if r["model"] not in models]
+    lines = [r"\begin{tabular}{l" + "r" * len(present) + "}", r"\toprule",
+             "Model & " + " & ".join(head for _, head in present) + r"\\", r"\midrule"]
+    for model in models:
+        cells = [tex(model)]
+        for name, _ in present:
+            data = compares[name]
+            row = next((r for r in data["rows"] if r["model"] == model), None)
+            if row is None:
+                cells.append("--")
+            elif model == data["base"]:
+                cells.append(pct(row["accuracy"]))
+            else:
+                star = "$^{*}$" if row["p_holm"] is not None and row["p_holm"] < ALPHA else ""
+                cells.append(f"{pct(row['accuracy'])} ({signed_pp(row['delta'])}){star}")
+        lines.append(" & ".join(cells) + r"\\")
+    lines += [r"\bottomrule",
+              rf"\multicolumn{{{len(present) + 1}}}{{l}}{{\footnotesize Accuracy (\%), change vs "
+              rf"base in pp; $^{{*}}$: Holm-adjusted $p<{ALPHA}$.}}\\", r"\end{tabular}"]
+    return "\n".join(with_note(lines, len(present) + 1, note)) + "\n"
+
+
+def difficulty_table(data: dict, set_head: str, note: str | None) -> str:
+    per_model = data.get("by_base_score") or {}
+    models = [r["model"] for r in data["rows"] if per_model.get(r["model"])]
+    levels = sorted({lvl for m in models for lvl in per_model[m]},
+                    key=lambda s: tuple(int(x) for x in s.split("/")))
+    lines = [r"\begin{tabular}{l" + "r" * len(models) + "}", r"\toprule",
+             rf"\multicolumn{{{len(models) + 1}}}{{l}}{{Questions: {tex(set_head)}}}\\", r"\midrule",
+             "Base score & " + " & ".join(tex(m) for m in models) + r"\\", r"\midrule"]
+    for level in levels:
+        cells = [level]
+        for m in models:
+            cell = per_model[m].get(level)
+            cells.append("--" if cell is None else
+                         f"{pct(cell['accuracy'])} ({cell['correct']}/{cell['total']})")
+        lines.append(" & ".join(cells) + r"\\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(with_note(lines, len(models) + 1, note)) + "\n"
+
+
+def waste_table(stats: list[tuple[str, dict]], note: str | None) -> str:
+    lines = [r"\begin{tabular}{lrrrrrrr}", r"\toprule",
+             r"Run & Generated & Useful & All right & All wrong & Same partial & Waste (\%) & "
+             r"Best\\", r"\midrule"]
+    for label, s in stats:
+        kinds = s.get("waste_by_kind") or {}
+        best = s.get("best_step")
+        cells = [tex(label), str(s["total_attempts"]), str(s["useful_steps"]),
+                 *(str(kinds.get(k, "--")) for k in WASTE_KINDS), pct(s["waste_rate"]),
+                 "--" if best is None else str(best)]
+        lines.append(" & ".join(cells) + r"\\")
+    lines += [r"\bottomrule", r"\end{tabular}"]
+    return "\n".join(with_note(lines, 8, note)) + "\n"
+
+
+def findings(compares: dict[str, dict | None]) -> str:
+    """An itemised list, one line per set, of the changes that survive Holm correction."""
+    items = []
+    for name, head, _ in SETS:
+        data = compares.get(name)
+        if data is None:
+            continue
+        sig = [r for r in data["rows"] if r["model"] != data["base"]
+               and r["p_holm"] is not None and r["p_holm"] < ALPHA]
+        if sig:
+            parts = [f"{tex(r['model'])} {signed_pp(r['delta'])}\\,pp "
+                     f"($p_{{\\mathrm{{Holm}}}}={pval(r['p_holm'])}$)" for r in sig]
+            text = "significant changes vs.\\ the base: " + "; ".join(parts) + "."
+        else:
+            text = rf"no model differs from the base at Holm-adjusted $p<{ALPHA}$."
+        items.append(rf"\item \textbf{{{head}}} ({data['rows'][0]['n']} questions): {text}")
+    if not items:
+        return r"\begin{itemize}\item \textbf{" + PLACEHOLDER + r"}\end{itemize}" + "\n"
+    return "\\begin{itemize}\n" + "\n".join(items) + "\n\\end{itemize}\n"
+
+
+def training_figure(plot: Path) -> str:
+    if not plot.exists():
+        return (f"% PLACEHOLDER: {rel(plot)} not found\n"
+                r"\fbox{\textbf{" + PLACEHOLDER + r"}}" + "\n")
+    # Paths relative to paper/, where main.tex is built; the slides add ../ via \graphicspath.
+    path = Path(os.path.relpath(plot.resolve(), PAPER)).as_posix()
+    return rf"\includegraphics[width=\linewidth]{{{path}}}" + "\n"
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+
+
+def sources_list(used: list[tuple[str, Path]]) -> str:
+    rows = []
+    for what, path in used:
+        state = rf"SHA-256 \texttt{{{sha(path)}}}" if path.exists() else "not yet generated"
+        rows.append(rf"\item {what}: \texttt{{{tex(rel(path))}}} ({state})")
+    return "\\begin{itemize}\n" + "\n".join(rows) + "\n\\end{itemize}\n"
+
+
+# ---------------------------------------------------------------------------- main
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    results = Path(args.results_dir)
+    known = {name for name, _, _ in SETS}
+    paths = {name: results / default for name, _, default in SETS}
+    for item in args.compare:
+        name, path = split_pair(item, "--compare")
+        if name not in known:
+            raise UsageError(f"--compare: unknown set {name!r} (sets: {', '.join(sorted(known))})")
+        paths[name] = Path(path)
+    stat_paths = [split_pair(s, "--grpo-stats") for s in args.grpo_stats] or \
+        [(label, str(results / p)) for label, p in DEFAULT_STATS]
+    if args.difficulty_set is not None and args.difficulty_set not in known:
+        raise UsageError(f"--difficulty-set: unknown set {args.difficulty_set!r}")
+    out = Path(args.out)
+    if not out.parent.is_dir():
+        raise UsageError(f"--out: folder {out.parent} does not exist")
+    plot = Path(args.training_plot) if args.training_plot else results / "plots" / "training.png"
+
+    # Read and check everything before writing anything.
+    compares = {name: load_compare(path) for name, path in paths.items()}
+    stats = [(label, Path(p), load_stats(Path(p))) for label, p in stat_paths]
+
+    files: dict[str, str] = {}
+    for name, _, _ in SETS:
+        body = (placeholder([paths[name]]) if compares[name] is None
+                else accuracy_table(compares[name], args.note))
+        files[f"accuracy_{name}.tex"] = header([paths[name]]) + body
+    present = [paths[n] for n, _, _ in SETS if compares[n]]
+    files["summary.tex"] = header(present) + (
+        summary_table(compares, args.note) if present else placeholder(list(paths.values())))
+    order = [args.difficulty_set] if args.difficulty_set else ["heldout", "holdout", "train", "ood"]
+    diff = next((n for n in order if compares[n] and compares[n].get("by_base_score")), None)
+    heads = {name: head for name, head, _ in SETS}
+    if diff:
+        files["difficulty.tex"] = header([paths[diff]]) + difficulty_table(
+            compares[diff], heads[diff], args.note)
+    elif present:  # results exist, but no question carries a screening score
+        files["difficulty.tex"] = header(present) + (
+            "\\begin{tabular}{c}\\toprule\n"
+            "No question in the evaluated sets carries a base screening score.\\\\\n"
+            "\\bottomrule\n\\end{tabular}\n")
+    else:
+        files["difficulty.tex"] = header([]) + placeholder([paths[n] for n in order])
+    found = [(label, s) for label, _, s in stats if s is not None]
+    files["waste.tex"] = header([p for _, p, s in stats if s is not None]) + (
+        waste_table(found, args.note) if found else placeholder([p for _, p, _ in stats]))
+    files["findings.tex"] = header(present) + findings(compares)
+    files["training_figure.tex"] = header([plot] if plot.exists() else []) + training_figure(plot)
+    files["sources.tex"] = header([]) + sources_list(
+        [(f"Table, {head}", paths[name]) for name, head, _ in SETS]
+        + [(f"Waste, {label}", path) for label, path, _ in stats] + [("Training plot", plot)])
+
+    out.mkdir(exist_ok=True)
+    for name, text in files.items():
+        tmp = out / f".{name}.tmp"
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out / name)
+    missing = [n for n, _, _ in SETS if compares[n] is None]
+    print(f"wrote {len(files)} files to {out}"
+          + (f"; placeholders for missing sets: {', '.join(missing)}" if missing else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,165 @@
+"""paper/build_tables.py: table numbers come from the result files, and only from them."""
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from relrl.cli import run_main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+build_tables = load(ROOT / "paper" / "build_tables.py", "build_tables")
+compare_results = load(ROOT / "evaluation" / "compare_results.py", "compare_results")
+
+
+def run(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        run_main(lambda: build_tables.main([str(a) for a in argv]))
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+def model_result(label: str, outcomes: list[bool], scores: list[int]) -> dict:
+    """A one-sample model result as the evaluation scripts write it, on questions q0..qN."""
+    results = [{"id": f"q{i}", "question": f"Q{i}?", "target": "1", "correct": ok,
+                "truncated": False, "pass_count": int(ok), "samples": 1,
+                "base_score": s, "base_samples": 4} for i, (ok, s) in enumerate(zip(outcomes, scores))]
+    return {"kind": "model_result", "model": label, "fingerprint": "fp-synthetic", "samples": 1,
+            "n": len(results), "correct": sum(outcomes), "truncated": 0, "results": results}
+
+
+@pytest.fixture
+def compare_json(tmp_path):
+    """compare_results.py's real --output-json on three synthetic models over 30 questions."""
+    n = 30
+    scores = [i % 3 + 1 for i in range(n)]
+    base = [i % 2 == 0 for i in range(n)]  # 15/30
+    sft = [i % 3 == 0 for i in range(n)]  # 10/30
+    grpo = [i % 10 != 9 for i in range(n)]  # 27/30
+    files = []
+    for label, outcome in (("base model", base), ("SFT_fold4", sft), ("GRPO exp7 & best", grpo)):
+        path = tmp_path / f"{len(files)}.json"
+        path.write_text(json.dumps(model_result(label, outcome, scores)))
+        files.append(str(path))
+    out = tmp_path / "compare_holdout.json"
+    assert compare_results.main([*files, "--base", "base model", "--output-json", str(out)]) == 0
+    return out
+
+
+def body(path: Path) -> str:
+    """The LaTeX without its % comment lines."""
+    return "\n".join(x for x in path.read_text().splitlines() if not x.lstrip().startswith("%"))
+
+
+def test_accuracy_table_numbers_match_the_json(tmp_path, compare_json, capsys):
+    code, _, err = run(["--results-dir", tmp_path / "none", "--compare", f"holdout={compare_json}",
+                        "--out", tmp_path / "tables"], capsys)
+    assert code == 0, err
+    data = json.loads(compare_json.read_text())
+    lines = {line.split(" & ")[0]: line.split(" & ") for line in
+             body(tmp_path / "tables" / "accuracy_holdout.tex").splitlines() if " & " in line}
+    labels = {"base model": "base model (base)", "SFT_fold4": r"SFT\_fold4",
+              "GRPO exp7 & best": r"GRPO exp7 \& best"}
+    for row in data["rows"]:
+        cells = lines[labels[row["model"]]]
+        assert cells[1] == f"{row['correct']}/{row['n']}"
+        assert cells[2] == f"{100 * row['accuracy']:.1f}"
+        assert cells[3] == f"[{100 * row['ci_low']:.1f}, {100 * row['ci_high']:.1f}]"
+        if row["model"] == data["base"]:
+            assert cells[5] == "--" and cells[7] == "--"
+        else:
+            assert cells[5] == f"{100 * row['delta']:+.1f}".replace("-", "$-$")
+            assert cells[6] == f"{row['b01']}/{row['b10']}"
+            assert cells[7] == (f"{row['p']:.3f}" if row["p"] >= 0.001 else "$<$0.001")
+            assert cells[8].rstrip("\\") == (f"{row['p_holm']:.3f}" if row["p_holm"] >= 0.001
+                                             else "$<$0.001")
+    # The synthetic data fixes the values independently of the formatter: 15/30, 10/30, 27/30.
+    assert lines["base model (base)"][2] == "50.0"
+    assert lines[r"GRPO exp7 \& best"][5] == "+40.0"
+    assert lines[r"SFT\_fold4"][5] == "$-$16.7"
+
+
+def test_summary_findings_and_difficulty_come_from_the_json(tmp_path, compare_json, capsys):
+    run(["--results-dir", tmp_path / "none", "--compare", f"holdout={compare_json}",
+         "--out", tmp_path / "tables"], capsys)
+    data = json.loads(compare_json.read_text())
+    grpo = next(r for r in data["rows"] if r["model"] == "GRPO exp7 & best")
+    summary = body(tmp_path / "tables" / "summary.tex")
+    star = "$^{*}$" if grpo["p_holm"] < 0.05 else ""
+    assert rf"GRPO exp7 \& best & 90.0 (+40.0){star}\\" in summary
+    assert "Holdout" in summary and "Mixed (train)" not in summary  # only sets that exist
+    findings = body(tmp_path / "tables" / "findings.tex")
+    assert (grpo["p_holm"] < 0.05) == (r"GRPO exp7 \& best +40.0" in findings)
+    difficulty = body(tmp_path / "tables" / "difficulty.tex")
+    for level, cell in data["by_base_score"]["GRPO exp7 & best"].items():
+        assert f"{100 * cell['accuracy']:.1f} ({cell['correct']}/{cell['total']})" in difficulty
+        assert difficulty.count(f"\n{level} & ") == 1
+
+
+def test_waste_table_matches_statistics_json(tmp_path, capsys):
+    stats = {"useful_steps": 60, "wasted_steps": 23, "total_attempts": 83, "waste_rate": 23 / 83,
+             "waste_by_kind": {"all_correct": 5, "all_wrong": 17, "same_partial": 1},
+             "best_step": 40}
+    path = tmp_path / "statistics.json"
+    path.write_text(json.dumps(stats))
+    code, _, err = run(["--results-dir", tmp_path, "--grpo-stats", f"exp7 pass-rate={path}",
+                        "--out", tmp_path / "tables"], capsys)
+    assert code == 0, err
+    assert r"exp7 pass-rate & 83 & 60 & 5 & 17 & 1 & 27.7 & 40\\" in body(tmp_path / "tables" / "waste.tex")
+
+
+def test_missing_results_give_the_marked_placeholder_not_numbers(tmp_path, capsys):
+    code, out, _ = run(["--results-dir", tmp_path / "empty", "--out", tmp_path / "tables"], capsys)
+    assert code == 0 and "placeholders for missing sets" in out
+    names = ["accuracy_train", "accuracy_heldout", "accuracy_holdout", "accuracy_ood", "summary",
+             "difficulty", "waste", "findings", "training_figure"]
+    for name in names:
+        text = (tmp_path / "tables" / f"{name}.tex").read_text()
+        assert "Results not yet generated --- run \\texttt{make demo}" in text, name
+        paths_removed = re.sub(r"\\texttt\{[^}]*\}", "", body(tmp_path / "tables" / f"{name}.tex"))
+        assert not re.search(r"\d", paths_removed), name  # no numbers outside the file names
+
+
+def test_one_missing_set_is_a_placeholder_beside_real_tables(tmp_path, compare_json, capsys):
+    run(["--results-dir", tmp_path / "none", "--compare", f"holdout={compare_json}",
+         "--out", tmp_path / "tables"], capsys)
+    assert "Results not yet generated" not in (tmp_path / "tables" / "accuracy_holdout.tex").read_text()
+    ood = (tmp_path / "tables" / "accuracy_ood.tex").read_text()
+    assert "Results not yet generated" in ood and "compare\\_ood.json" in ood
+
+
+def test_note_is_printed_under_tables(tmp_path, compare_json, capsys):
+    run(["--compare", f"holdout={compare_json}", "--note", "FAST run: 3-minute version",
+         "--out", tmp_path / "tables"], capsys)
+    assert r"\emph{FAST run: 3-minute version}" in (tmp_path / "tables" / "accuracy_holdout.tex").read_text()
+
+
+def test_malformed_input_is_an_error_and_writes_nothing(tmp_path, capsys):
+    bad = tmp_path / "compare.json"
+    bad.write_text(json.dumps({"base": "x", "rows": [{"model": "x"}]}))
+    code, _, err = run(["--compare", f"train={bad}", "--out", tmp_path / "tables"], capsys)
+    assert code == 2 and "row 0 lacks" in err and str(bad) in err
+    assert not (tmp_path / "tables").exists()
+    code, _, err = run(["--compare", f"nonsense={bad}", "--out", tmp_path / "tables"], capsys)
+    assert code == 2 and "--compare: unknown set 'nonsense'" in err
+    code, _, err = run(["--grpo-stats", "no-equals-sign", "--out", tmp_path / "tables"], capsys)
+    assert code == 2 and "--grpo-stats: expected NAME=PATH" in err
+
+
+def test_every_table_the_paper_and_slides_input_is_one_the_script_writes(tmp_path, capsys):
+    run(["--results-dir", tmp_path / "empty", "--out", tmp_path / "tables"], capsys)
+    written = {p.stem for p in (tmp_path / "tables").glob("*.tex")}
+    for source in ("main.tex", "slides/slides.tex"):
+        text = (ROOT / "paper" / source).read_text()
+        used = set(re.findall(r"\\result(?:table|list)\{(\w+)\}", text))
+        assert used and used <= written, (source, used - written)
