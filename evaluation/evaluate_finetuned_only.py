@@ -1,0 +1,46 @@
+"""Evaluate one LoRA adapter and compare it with base results computed earlier.
+
+The base model is evaluated once per dataset (by evaluate_single.py, or by evaluate_gsm8k.py
+without --adapter); every checkpoint is then compared against that file instead of re-running
+the base. The base results must be for exactly the same questions (checked by fingerprint).
+
+  python evaluation/evaluate_finetuned_only.py --model tiny-random --adapter runs/exp7/checkpoint-80 \\
+      --base-results results/base_holdout.json --dataset data/holdout.jsonl --output results/ckpt80.json
+Sharded like evaluate_single.py (--shard i/n, then --merge).
+"""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from relrl import evaluation as ev
+from relrl.cli import ArgumentParser, env_default, run_main
+from relrl.data import load_dataset
+
+DEFAULT_MODEL = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
+
+
+def parse_args(argv=None):
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    ev.add_model_args(parser, DEFAULT_MODEL, base_label=False)
+    parser.add_argument("--adapter", default=env_default("LORA_PATH", None),
+                        help="LoRA adapter folder to evaluate (env LORA_PATH)")
+    parser.add_argument("--base-results", required=True,
+                        help="earlier result JSON of the base model on the same dataset "
+                        "(a model result, or a pair file whose base side is used)")
+    ev.add_eval_args(parser)
+    args = parser.parse_args(argv)
+    if not args.adapter:
+        parser.error("--adapter is required (or set LORA_PATH)")
+    if not args.dataset:
+        parser.error("--dataset is required (or set DATASET_PATH)")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    return ev.run_cli(args, load_dataset(args.dataset)[: args.max_questions])
+
+
+if __name__ == "__main__":
+    run_main(main)

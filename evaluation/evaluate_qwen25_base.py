@@ -1,0 +1,111 @@
+"""A baseline model evaluated on each held-out fold of the group-aware k-fold split, so it can be
+set beside the SFT folds (training/sft_qwen3_kfold.py uses the same split: same --folds and
+--fold-seed give the same questions per fold).
+
+Writes --output-dir/fold_K.json (a model result per fold) and, once every fold is done,
+summary.json (accuracy per fold, mean and spread, pooled). One fold per SLURM array task:
+--fold k, or FOLD, or SLURM_ARRAY_TASK_ID.
+
+  python evaluation/evaluate_qwen25_base.py --model tiny-random --dataset data/non_mixed.jsonl \\
+      --output-dir results/qwen25_base --folds 5
+"""
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from relrl import evaluation as ev
+from relrl.cli import ArgumentParser, UsageError, env_default, positive_int, run_main
+from relrl.data import atomic_write_json, load_dataset, read_json
+from relrl.folds import kfold_by_group
+
+DEFAULT_MODEL = "Qwen/Qwen2.5-7B-Instruct"
+
+
+def parse_args(argv=None):
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=DEFAULT_MODEL, help=f"baseline model (default {DEFAULT_MODEL})")
+    parser.add_argument("--dataset", default=env_default("DATASET_PATH", None),
+                        help="questions, JSONL in the study's schema (env DATASET_PATH)")
+    parser.add_argument("--output-dir", default=env_default("OUTPUT_DIR", None),
+                        help="folder for fold_K.json and summary.json (env OUTPUT_DIR)")
+    parser.add_argument("--folds", type=positive_int("--folds"), default=5, help="number of folds (default 5)")
+    parser.add_argument("--fold", type=int,
+                        default=env_default("FOLD", env_default("SLURM_ARRAY_TASK_ID", None, int), int),
+                        help="evaluate only this fold (0-based; env FOLD or SLURM_ARRAY_TASK_ID); "
+                        "default all folds")
+    parser.add_argument("--fold-seed", type=int, default=0, help="seed of the fold split (default 0)")
+    parser.add_argument("--label", default=None, help="model name in tables (default: its name)")
+    ev.add_eval_args(parser, shards=False)  # the fold is the unit of parallel work
+    args = parser.parse_args(argv)
+    if not args.dataset:
+        parser.error("--dataset is required (or set DATASET_PATH)")
+    if not args.output_dir:
+        parser.error("--output-dir is required (or set OUTPUT_DIR)")
+    return args
+
+
+def summarize(folder: Path, folds: int, fold_seed: int) -> dict | None:
+    """Cross-fold summary from the fold files on disk, or None while some are missing."""
+    paths = [folder / f"fold_{k}.json" for k in range(folds)]
+    if not all(p.exists() for p in paths):
+        return None
+    results = [read_json(p) for p in paths]
+    for path, r in zip(paths, results):
+        if (r.get("folds"), r.get("fold_seed"), r.get("model_path")) != \
+                (folds, fold_seed, results[0].get("model_path")):
+            raise UsageError(f"{path}: from another split or model (folds {r.get('folds')}, "
+                             f"fold seed {r.get('fold_seed')}); remove it and rerun that fold")
+    accuracies = [r["accuracy"] for r in results]
+    correct, total = sum(r["correct"] for r in results), sum(r["n"] * r["samples"] for r in results)
+    return {
+        "kind": "kfold_summary", "model": results[0]["model"].rsplit(" fold ", 1)[0],
+        "folds": folds,
+        "per_fold": [{"fold": k, "n": r["n"], "correct": r["correct"], "accuracy": r["accuracy"]}
+                     for k, r in enumerate(results)],
+        "mean_accuracy": statistics.fmean(accuracies),
+        "std_accuracy": statistics.stdev(accuracies) if folds > 1 else 0.0,
+        "pooled": {"n": sum(r["n"] for r in results), "correct": correct, "accuracy": correct / total},
+    }
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    settings = ev.settings_from_args(args)
+    folder = Path(args.output_dir)
+    if not folder.is_dir():
+        raise UsageError(f"--output-dir: {folder} is not an existing folder")
+    rows = load_dataset(args.dataset)[: args.max_questions]
+    ev.check_rows(rows, args.dataset)
+    split = kfold_by_group(rows, args.folds, args.fold_seed)
+    if args.fold is not None and not 0 <= args.fold < args.folds:
+        raise UsageError(f"--fold: must satisfy 0 <= fold < {args.folds}, got {args.fold}")
+    todo = [args.fold] if args.fold is not None else list(range(args.folds))
+    name = args.label or ev.model_label(args.model)
+    runs = {}
+    for k in todo:
+        target = folder / f"fold_{k}.json"
+        runs[k] = ev.ModelRun([rows[i] for i in split[k]], settings, label=f"{name} fold {k}",
+                              model_path=args.model, adapter=None, dataset=args.dataset,
+                              progress_file=ev.progress_path(target, "base"))
+
+    from relrl.modeling import check_model_source, load_model
+
+    check_model_source(args.model)
+    model, tokenizer = load_model(args.model, load_in_4bit=ev.load_in_4bit_flag(args))
+    generate = ev.model_generator(model, tokenizer, settings)
+    for k, run in runs.items():
+        result = run.evaluate(generate)
+        atomic_write_json(folder / f"fold_{k}.json", {**result, "fold": k, "folds": args.folds,
+                                                      "fold_seed": args.fold_seed})
+    summary = summarize(folder, args.folds, args.fold_seed)
+    if summary is not None:
+        atomic_write_json(folder / "summary.json", summary)
+        print(f"{name}: mean accuracy over {args.folds} folds {100 * summary['mean_accuracy']:.1f}% "
+              f"(sd {100 * summary['std_accuracy']:.1f}); wrote {folder}/summary.json")
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,45 @@
+"""Evaluate a base model and one LoRA adapter on one dataset, paired question by question.
+
+Writes a pair file: the study's fields (base_accuracy, ft_accuracy, delta, mcnemar_b01,
+mcnemar_b10, mcnemar_p, base_results, ft_results), the corrected chi-square, a paired bootstrap
+95% interval for the difference, and both full model results under "base" and "finetuned".
+The base is the same weights with the adapter switched off (one model in memory).
+
+  python evaluation/evaluate_single.py --model tiny-random --adapter runs/exp7/checkpoint-80 \\
+      --dataset data/holdout.jsonl --output results/exp7_ckpt80_holdout.json
+Sharded (SLURM array), then merged:
+  ... --shard 0/3 ; ... --shard 1/3 ; ... --shard 2/3 ; ... --merge
+"""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from relrl import evaluation as ev
+from relrl.cli import ArgumentParser, env_default, run_main
+from relrl.data import load_dataset
+
+DEFAULT_MODEL = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
+
+
+def parse_args(argv=None):
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    ev.add_model_args(parser, DEFAULT_MODEL)
+    parser.add_argument("--adapter", default=env_default("LORA_PATH", None),
+                        help="LoRA adapter folder to evaluate (env LORA_PATH)")
+    ev.add_eval_args(parser)
+    args = parser.parse_args(argv)
+    if not args.adapter:
+        parser.error("--adapter is required (or set LORA_PATH)")
+    if not args.dataset:
+        parser.error("--dataset is required (or set DATASET_PATH)")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    return ev.run_cli(args, load_dataset(args.dataset)[: args.max_questions])
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,112 @@
+"""Screen a dataset with the base model: G samples per question, keep the pass count.
+
+A question the base model gets right in all G samples or in none gives GRPO no contrastive
+signal; the "mixed" ones (1..G-1 correct) are GRPO's training set and the others SFT's.
+Writes, in --output-dir:
+  mixed.jsonl       questions with 0 < pass count < G, each with base_score and base_samples
+  non_mixed.jsonl   the all-correct and all-wrong questions, with the same two fields
+  screening.json    counts per class, pass-count histogram, every completion (for DPO pairs)
+
+  python evaluation/screen_v4.py --model tiny --dataset data/train.jsonl --output-dir data/screen
+Sharded (SLURM array), then merged:  ... --shard 0/3 ; ... --shard 1/3 ; ... --shard 2/3 ; ... --merge
+"""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from relrl import evaluation as ev
+from relrl.cli import ArgumentParser, UsageError, env_default, run_main
+from relrl.data import atomic_write_jsonl, load_dataset, questions_fingerprint
+
+DEFAULT_MODEL = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
+
+
+def parse_args(argv=None):
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=DEFAULT_MODEL,
+                        help=f"base model to screen with (default {DEFAULT_MODEL})")
+    parser.add_argument("--dataset", default=env_default("DATASET_PATH", None),
+                        help="questions to screen, JSONL in the study's schema (env DATASET_PATH)")
+    parser.add_argument("--output-dir", default=env_default("OUTPUT_DIR", None),
+                        help="folder for mixed.jsonl, non_mixed.jsonl, screening.json (env OUTPUT_DIR)")
+    ev.add_eval_args(parser, samples=4, temperature=0.8)
+    args = parser.parse_args(argv)
+    if not args.dataset:
+        parser.error("--dataset is required (or set DATASET_PATH)")
+    if not args.output_dir:
+        parser.error("--output-dir is required (or set OUTPUT_DIR)")
+    if args.samples < 2:
+        parser.error("--samples: screening needs at least 2 samples per question to find mixed ones")
+    return args
+
+
+def classify(pass_count: int, samples: int) -> str:
+    if pass_count == samples:
+        return "all_correct"
+    return "all_wrong" if pass_count == 0 else "mixed"
+
+
+def screening_result(result: dict) -> dict:
+    """The model result plus each question's class and the summary counts."""
+    records = [{**r, "class": classify(r["pass_count"], r["samples"])} for r in result["results"]]
+    counts = {name: sum(r["class"] == name for r in records) for name in ("all_correct", "all_wrong", "mixed")}
+    histogram = {str(k): sum(r["pass_count"] == k for r in records) for k in range(result["samples"] + 1)}
+    summary = {key: value for key, value in result.items() if key != "results"}
+    return {**summary, "kind": "screening", "classes": counts, "pass_count_histogram": histogram,
+            "results": records}
+
+
+def write_outputs(folder: Path, rows: list[dict], screening: dict) -> None:
+    by_id = {str(r["id"]): r for r in screening["results"]}
+    mixed, non_mixed = [], []
+    for row in rows:
+        record = by_id[str(row["id"])]
+        out = {**row, "base_score": record["pass_count"], "base_samples": record["samples"]}
+        (mixed if record["class"] == "mixed" else non_mixed).append(out)
+    atomic_write_jsonl(folder / "mixed.jsonl", mixed)
+    atomic_write_jsonl(folder / "non_mixed.jsonl", non_mixed)
+    ev.write_result(folder / "screening.json", screening)  # last: its presence means "complete"
+    c = screening["classes"]
+    print(f"{len(rows)} questions: {c['mixed']} mixed, {c['all_correct']} all correct, "
+          f"{c['all_wrong']} all wrong; wrote {folder}/mixed.jsonl, non_mixed.jsonl, screening.json")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    settings = ev.settings_from_args(args)
+    folder = Path(args.output_dir)
+    if not folder.is_dir():
+        raise UsageError(f"--output-dir: {folder} is not an existing folder")
+    rows = load_dataset(args.dataset)[: args.max_questions]
+    ev.check_rows(rows, args.dataset)
+    fingerprint = questions_fingerprint(rows)
+    output = folder / "screening.json"
+
+    if args.merge:
+        shards = ev.load_shards(output, fingerprint)
+        merged = ev.merged_model_result(rows, shards, "screening")
+        write_outputs(folder, rows, screening_result(merged))
+        return 0
+
+    shard = ev.resolve_shard(args.shard)
+    part = ev.shard_rows(rows, *shard)
+    target = output if shard[1] == 1 else ev.shard_path(output, *shard)
+    run = ev.ModelRun(part, settings, label=ev.model_label(args.model), model_path=args.model,
+                      adapter=None, dataset=args.dataset,
+                      progress_file=ev.progress_path(target, "screen"))
+
+    from relrl.modeling import load_model
+
+    model, tokenizer = load_model(args.model, load_in_4bit=ev.load_in_4bit_flag(args))
+    screening = screening_result(run.evaluate(ev.model_generator(model, tokenizer, settings)))
+    if shard[1] == 1:
+        write_outputs(folder, rows, screening)
+    else:
+        written = ev.write_result(output, screening, shard, fingerprint)
+        print(f"wrote {written}; run --merge once every shard has finished")
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,149 @@
+"""relrl.stats against values computed by hand or published."""
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from relrl.stats import (bootstrap_ci, discordant, holm, mcnemar, paired_bootstrap_ci,
+                         paired_permutation_test, pass_at_k, wilson_interval)
+
+
+def test_mcnemar_study_split_15_4():
+    # SFT fold_4 on the 54-question holdout: 15 questions lost, 4 gained (29 -> 18 correct).
+    out = mcnemar(b01=4, b10=15)
+    # exact: 2 * P(X <= 4), X ~ Bin(19, 1/2) = 2 * (1 + 19 + 171 + 969 + 3876) / 2^19
+    assert out["exact_p"] == pytest.approx(2 * 5036 / 2**19, rel=1e-12)
+    assert round(out["exact_p"], 3) == 0.019  # the study's reported p
+    # corrected chi-square: (|4 - 15| - 1)^2 / 19 = 100 / 19 on 1 df
+    assert out["chi2"] == pytest.approx(100 / 19)
+    assert out["chi2_p"] == pytest.approx(0.021781, abs=1e-6)
+    assert mcnemar(15, 4)["exact_p"] == out["exact_p"]  # symmetric
+
+
+@pytest.mark.parametrize("b01,b10,exact,chi2", [
+    (0, 5, 2 / 32, 16 / 5),             # all discordant one way: 2 * (1/2)^5
+    (0, 0, 1.0, 0.0),                   # no discordant pairs: no evidence
+    (3, 3, 1.0, 0.0),                   # balanced: correction floored at zero
+    (1, 2, 1.0, 0.0),                   # 2 * P(X <= 1 | 3) = 1
+    (150, 86, None, 63 ** 2 / 236),     # Agresti's approval-rating table
+])
+def test_mcnemar_hand_made_tables(b01, b10, exact, chi2):
+    out = mcnemar(b01, b10)
+    if exact is not None:
+        assert out["exact_p"] == pytest.approx(exact)
+    assert out["chi2"] == pytest.approx(chi2)
+    assert out["chi2_p"] == pytest.approx(math.erfc(math.sqrt(chi2 / 2)))
+
+
+def test_mcnemar_exact_matches_brute_force_binomial():
+    for b01, b10 in [(2, 9), (7, 7), (10, 1), (13, 20)]:
+        n = b01 + b10
+        pmf = [math.comb(n, i) / 2**n for i in range(n + 1)]
+        # two-sided by doubling the smaller tail, capped at 1
+        tail = sum(pmf[: min(b01, b10) + 1])
+        assert mcnemar(b01, b10)["exact_p"] == pytest.approx(min(1.0, 2 * tail))
+
+
+def test_mcnemar_rejects_negative_counts():
+    with pytest.raises(ValueError):
+        mcnemar(-1, 3)
+
+
+def test_discordant_counts():
+    base = [True, True, False, False, True]
+    ft = [True, False, True, False, False]
+    assert discordant(base, ft) == (1, 2)
+
+
+@pytest.mark.parametrize("k,n,low,high", [
+    # Newcombe (1998), Statistics in Medicine 17:857, Table I, method 3 (Wilson score)
+    (81, 263, 0.2553, 0.3662),
+    (15, 148, 0.0624, 0.1605),
+    (0, 20, 0.0, 0.1611),
+    (1, 29, 0.0061, 0.1718),
+])
+def test_wilson_interval_published_values(k, n, low, high):
+    lo, hi = wilson_interval(k, n)
+    assert lo == pytest.approx(low, abs=1e-4)
+    assert hi == pytest.approx(high, abs=1e-4)
+
+
+def test_wilson_interval_edges():
+    assert wilson_interval(0, 20)[0] == 0.0
+    assert wilson_interval(20, 20)[1] == 1.0
+    assert wilson_interval(0, 0) == (0.0, 1.0)
+    lo90, hi90 = wilson_interval(29, 54, confidence=0.90)
+    lo95, hi95 = wilson_interval(29, 54)
+    assert lo95 < lo90 < 29 / 54 < hi90 < hi95
+
+
+def test_pass_at_k_formula():
+    assert pass_at_k(4, 2, 2) == pytest.approx(1 - 1 / 6)     # 1 - C(2,2)/C(4,2)
+    assert pass_at_k(10, 3, 1) == pytest.approx(0.3)          # pass@1 is the mean
+    assert pass_at_k(10, 0, 5) == 0.0
+    assert pass_at_k(10, 6, 5) == 1.0                         # fewer than k wrong ones
+    assert pass_at_k(200, 13, 10) == pytest.approx(1 - math.comb(187, 10) / math.comb(200, 10))
+
+
+def test_pass_at_k_equals_subset_enumeration():
+    samples = [1, 0, 0, 1, 0, 0]
+    for k in range(1, len(samples) + 1):
+        subsets = list(itertools.combinations(samples, k))
+        expected = sum(any(s) for s in subsets) / len(subsets)
+        assert pass_at_k(len(samples), sum(samples), k) == pytest.approx(expected)
+
+
+def test_holm_adjustment():
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])
+    assert holm([0.019]) == [0.019]
+    assert holm([]) == []
+
+
+def test_paired_permutation_reduces_to_mcnemar_with_one_sample():
+    base = [1] * 15 + [0] * 4 + [1] * 10 + [0] * 25
+    ft = [0] * 15 + [1] * 4 + [1] * 10 + [0] * 25
+    out = paired_permutation_test(base, 1, ft, 1)
+    assert out["p"] == pytest.approx(mcnemar(4, 15)["exact_p"], rel=1e-12)
+    assert out["mean_diff"] == pytest.approx((18 - 29) / 54)
+
+
+def test_paired_permutation_equals_enumeration_of_sign_flips():
+    base = [1, 2, 0, 3, 4, 1, 2]
+    ft = [3, 2, 1, 4, 4, 0, 4]
+    d = [(f - b) / 4 for b, f in zip(base, ft)]
+    observed = abs(sum(d))
+    flips = [abs(sum(s * x for s, x in zip(signs, d))) >= observed - 1e-12
+             for signs in itertools.product((1, -1), repeat=len(d))]
+    out = paired_permutation_test(base, 4, ft, 4)
+    assert out["p"] == pytest.approx(sum(flips) / len(flips))
+    # per-question sample counts may differ between the two models
+    mixed = paired_permutation_test([1, 0, 2], [2, 2, 4], [1, 1, 1], [1, 1, 1])
+    assert 0 < mixed["p"] <= 1
+
+
+def test_paired_bootstrap_interval_coverage_on_simulated_data():
+    rng = np.random.default_rng(1)
+    n, trials, covered = 120, 300, 0
+    p_base, p_ft = 0.5, 0.6  # true difference 0.1, outcomes correlated through a shared skill
+    for t in range(trials):
+        skill = rng.random(n)
+        base = (skill < p_base).astype(float)
+        flip = rng.random(n) < 0.25
+        ft = np.where(flip, rng.random(n) < p_ft, skill < p_ft).astype(float)
+        true_diff = p_ft - p_base
+        ci = paired_bootstrap_ci(base, ft, n_boot=1000, seed=t)
+        covered += ci["low"] <= true_diff <= ci["high"]
+        assert ci["low"] <= ci["delta"] <= ci["high"]
+    # nominal 95%; 300 trials give a binomial sd of about 1.3 points
+    assert 0.90 <= covered / trials <= 0.985
+
+
+def test_bootstrap_is_seeded_and_centred():
+    values = [0, 0.25, 0.5, 1.0] * 10
+    assert bootstrap_ci(values, seed=3) == bootstrap_ci(values, seed=3)
+    lo, hi = bootstrap_ci(values)
+    assert lo < np.mean(values) < hi
+    ci = paired_bootstrap_ci([1, 1, 1, 1], [1, 1, 1, 1])
+    assert (ci["low"], ci["high"], ci["delta"]) == (0.0, 0.0, 0.0)
