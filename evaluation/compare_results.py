@@ -11,7 +11,6 @@ label names a checkpoint) and, from GRPO log JSONL files, reward and waste rate 
       --output-md results/holdout.md --plots-dir results/plots --grpo-log runs/exp7/log.jsonl
 """
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from relrl.cli import ArgumentParser, UsageError, run_main
-from relrl.data import DatasetError, atomic_write_json, read_json
+from relrl.data import DatasetError, atomic_write_json, atomic_write_text, read_json
 from relrl.evaluation import difficulty_breakdown
 from relrl.stats import bootstrap_ci, discordant, holm, mcnemar, paired_permutation_test, wilson_interval
 
@@ -298,10 +297,8 @@ def main(argv=None):
     levels, per_model = difficulty_rows(models)
     text = markdown(rows, base_label, levels, per_model, args.title)
 
-    if args.output_md:  # temporary file then rename, like every result
-        tmp = Path(args.output_md).with_name(f".{Path(args.output_md).name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, args.output_md)
+    if args.output_md:
+        atomic_write_text(args.output_md, text)
     if args.output_json:
         atomic_write_json(args.output_json, {"base": base_label, "rows": rows,
                                              "by_base_score": per_model})

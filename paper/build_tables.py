@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from relrl.cli import ArgumentParser, UsageError, run_main  # noqa: E402
-from relrl.data import DatasetError, read_json  # noqa: E402
+from relrl.data import DatasetError, atomic_write_text, read_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = ROOT / "paper"
@@ -346,9 +346,7 @@ def main(argv=None):
 
     out.mkdir(exist_ok=True)
     for name, text in files.items():
-        tmp = out / f".{name}.tmp"
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, out / name)
+        atomic_write_text(out / name, text)
     missing = [n for n, _, _ in SETS if compares[n] is None]
     print(f"wrote {len(files)} files to {out}"
           + (f"; placeholders for missing sets: {', '.join(missing)}" if missing else ""))

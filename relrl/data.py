@@ -156,7 +156,7 @@ def questions_fingerprint(rows: Iterable[dict]) -> str:
     return digest.hexdigest()[:16]
 
 
-def _atomic_write_text(path: str | os.PathLike, text: str) -> None:
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     path = Path(path)
     # create the folder: failing here, at the end of a long run, would lose the run's work
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -175,11 +175,11 @@ def _atomic_write_text(path: str | os.PathLike, text: str) -> None:
 
 def atomic_write_json(path: str | os.PathLike, obj) -> None:
     """Write JSON to a temporary file beside `path`, then rename: never half a file."""
-    _atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
 
 
 def atomic_write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
-    _atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
 def read_json(path: str | os.PathLike):
