@@ -21,21 +21,8 @@ import json  # noqa: E402
 
 from generators.families.dataset import count_rows, generate_rows, split_rows  # noqa: E402
 from generators.families.registry import FAMILIES, select  # noqa: E402
-from relrl.cli import ArgumentParser, UsageError, positive_int, run_main  # noqa: E402
+from relrl.cli import ArgumentParser, UsageError, int_at_least, positive_int, run_main  # noqa: E402
 from relrl.data import atomic_write_jsonl, inspect_dataset, load_dataset  # noqa: E402
-
-
-def _nonnegative_int(flag: str):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} must be an integer, got {text!r}") from None
-        if value < 0:
-            raise argparse.ArgumentTypeError(f"{flag} must be >= 0, got {value}")
-        return value
-
-    return parse
 
 
 def _fraction(flag: str):
@@ -142,9 +129,9 @@ def main() -> None:
     gen = sub.add_parser("generate", help="write N generated problems as JSONL")
     gen.add_argument("--n", type=positive_int("--n"), default=866,
                      help="number of rows (the study's master set has 866)")
-    gen.add_argument("--seed", type=_nonnegative_int("--seed"), default=0)
+    gen.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
     gen.add_argument("--out", required=True, help="output JSONL file (its folder must exist)")
-    gen.add_argument("--paraphrases", type=_nonnegative_int("--paraphrases"), default=2,
+    gen.add_argument("--paraphrases", type=int_at_least("--paraphrases", 0), default=2,
                      help="extra phrasings per base problem, same group (default 2)")
     gen.add_argument("--families", help="comma-separated family names (default: all)")
     gen.add_argument("--topics", help="comma-separated topics (default: all)")
@@ -156,7 +143,7 @@ def main() -> None:
     spl = sub.add_parser("split", help="train/val/holdout(/ood) files by group")
     spl.add_argument("file")
     spl.add_argument("--out-dir", required=True)
-    spl.add_argument("--seed", type=_nonnegative_int("--seed"), default=0)
+    spl.add_argument("--seed", type=int_at_least("--seed", 0), default=0)
     spl.add_argument("--val-frac", type=_fraction("--val-frac"), default=0.1)
     spl.add_argument("--holdout-frac", type=_fraction("--holdout-frac"), default=0.1)
     ood = spl.add_mutually_exclusive_group()

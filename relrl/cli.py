@@ -51,19 +51,23 @@ def run_main(main: Callable[[], int | None]) -> None:
     sys.exit(code or 0)
 
 
-def positive_int(flag: str):
-    """argparse type for an integer >= 1 whose error names the flag."""
+def int_at_least(flag: str, minimum: int):
+    """argparse type for an integer >= minimum whose error names the flag."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{flag} must be an integer, got {text!r}") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{flag} must be >= 1, got {value}")
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{flag} must be >= {minimum}, got {value}")
         return value
 
     return parse
+
+
+def positive_int(flag: str):
+    return int_at_least(flag, 1)
 
 
 def parse_shard(spec: str | None) -> tuple[int, int]:
