@@ -1,0 +1,275 @@
+"""One loading path for every script: a Hugging Face id, a local folder, or a built-in model.
+
+On CUDA the model loads in 4-bit NF4 (bitsandbytes, bf16 compute) or through Unsloth when asked;
+on a CPU it loads in float32. GPU-only packages are imported only when CUDA is present. LoRA
+adapters are attached new, or loaded trainable (warm start) or frozen; the reference policy for
+KL and DPO is the same weights with the adapter switched off, never a second copy.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import warnings
+from pathlib import Path
+
+import torch
+
+from relrl.cli import UsageError
+
+log = logging.getLogger(__name__)
+
+BUILTIN_MODELS = ("tiny-random", "tiny")
+# All attention and MLP projections of Qwen/Llama-style blocks (the study's choice).
+DEFAULT_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+ADAPTER_WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
+
+
+def device_of(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+def _looks_like_path(name: str) -> bool:
+    # Hub ids are "name" or "org/name"; anything else with a separator is meant as a path.
+    return name.startswith((".", "/", "~")) or name.count("/") > 1 or os.sep != "/" and os.sep in name
+
+
+def check_model_source(name_or_path: str, flag: str = "--model") -> None:
+    """Refuse, before any heavy import or download, a model that cannot be a causal LM."""
+    if name_or_path in BUILTIN_MODELS:
+        return
+    path = Path(name_or_path).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise UsageError(f"{flag}: {name_or_path} is a file, expected a model folder")
+        has_config = (path / "config.json").is_file()
+        if not has_config and (path / "adapter_config.json").is_file():
+            raise UsageError(f"{flag}: {name_or_path} is a LoRA adapter, not a base model "
+                             "(pass the base model here and the adapter to the adapter flag)")
+        if not has_config:
+            raise UsageError(f"{flag}: {name_or_path} has no config.json, so it is not a model folder")
+    elif _looks_like_path(name_or_path):
+        raise UsageError(f"{flag}: {name_or_path}: no such model folder")
+
+
+def _check_causal_lm(name_or_path: str, flag: str):
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    try:
+        config = AutoConfig.from_pretrained(name_or_path)
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"{flag}: cannot load a model config from {name_or_path}: {first}") from None
+    if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING:
+        raise UsageError(f"{flag}: {name_or_path} is a {config.model_type!r} model, not a causal language model")
+    return config
+
+
+def load_model(name_or_path: str, *, load_in_4bit: bool | None = None, use_unsloth: bool = False,
+               seed: int = 0, flag: str = "--model"):
+    """(model, tokenizer) in eval mode. `seed` only sets the weights of `tiny-random`.
+
+    load_in_4bit=None means: 4-bit NF4 on CUDA for hub/local models, full precision otherwise.
+    """
+    cuda = torch.cuda.is_available()
+    if load_in_4bit and not cuda:
+        raise UsageError("--load-in-4bit: needs a CUDA GPU and none is available "
+                         "(drop the flag to load in float32 on the CPU)")
+    if use_unsloth and not cuda:
+        raise UsageError("--unsloth: Unsloth needs a CUDA GPU and none is available")
+    check_model_source(name_or_path, flag)
+
+    if name_or_path in BUILTIN_MODELS:
+        from relrl import tiny_models
+
+        model, tokenizer = tiny_models.load_builtin(name_or_path, seed=seed)
+        if cuda:
+            model.to("cuda")
+    elif use_unsloth:
+        model, tokenizer = _load_unsloth(name_or_path, load_in_4bit is not False)
+    else:
+        model, tokenizer = _load_transformers(name_or_path, cuda and load_in_4bit is not False, cuda, flag)
+
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    model.eval()
+    return model, tokenizer
+
+
+def _load_transformers(name_or_path: str, four_bit: bool, cuda: bool, flag: str):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    _check_causal_lm(name_or_path, flag)
+    kwargs: dict = {"dtype": torch.float32}
+    if cuda:
+        kwargs = {"dtype": torch.bfloat16, "device_map": {"": torch.cuda.current_device()}}
+        if four_bit:
+            from transformers import BitsAndBytesConfig  # needs bitsandbytes, a GPU package
+
+            kwargs["quantization_config"] = BitsAndBytesConfig(
+                load_in_4bit=True,
+                bnb_4bit_quant_type="nf4",
+                bnb_4bit_compute_dtype=torch.bfloat16,
+                bnb_4bit_use_double_quant=True,
+            )
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+        model = AutoModelForCausalLM.from_pretrained(name_or_path, **kwargs)
+    except ImportError as exc:  # bitsandbytes (or another optional backend) missing
+        raise UsageError(f"--load-in-4bit: {exc} (pip install -r requirements-gpu.txt)") from None
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"{flag}: cannot load {name_or_path}: {first}") from None
+    return model, tokenizer
+
+
+def _load_unsloth(name_or_path: str, four_bit: bool):
+    try:
+        from unsloth import FastLanguageModel
+    except ImportError:
+        raise UsageError("--unsloth: the unsloth package is not installed "
+                         "(pip install -r requirements-gpu.txt)") from None
+    model, tokenizer = FastLanguageModel.from_pretrained(
+        model_name=name_or_path, load_in_4bit=four_bit, dtype=None, max_seq_length=4096)
+    model._relrl_unsloth = True
+    return model, tokenizer
+
+
+def _present_targets(model, wanted) -> list[str]:
+    names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
+    return [t for t in wanted if t in names]
+
+
+@contextlib.contextmanager
+def _quiet_peft():
+    """PEFT 0.21 reads a property transformers 5 deprecated: a warning the user can do nothing about."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield
+
+
+def _prepare_for_training(model) -> None:
+    """Gradient checkpointing on CUDA, where activation memory is what limits the batch."""
+    if device_of(model).type == "cuda" and hasattr(model, "gradient_checkpointing_enable"):
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.enable_input_require_grads()
+
+
+def attach_lora(model, r: int = 32, alpha: int = 32, dropout: float = 0.0, target_modules=None):
+    """A new trainable LoRA on all attention and MLP projections (the study: r=32/alpha=32 for
+    GRPO, r=16/alpha=32 for SFT). Only the adapter's weights require gradients."""
+    from peft import LoraConfig, PeftModel, get_peft_model
+
+    if isinstance(model, PeftModel):
+        raise UsageError("attach_lora: the model already carries an adapter")
+    targets = list(target_modules) if target_modules else _present_targets(model, DEFAULT_TARGET_MODULES)
+    if not targets:
+        targets = "all-linear"
+    if getattr(model, "_relrl_unsloth", False):
+        from unsloth import FastLanguageModel
+
+        return FastLanguageModel.get_peft_model(
+            model, r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=targets,
+            bias="none", use_gradient_checkpointing="unsloth")
+    _prepare_for_training(model)
+    config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=targets,
+                        bias="none", task_type="CAUSAL_LM")
+    with _quiet_peft():
+        return get_peft_model(model, config)
+
+
+def check_adapter_dir(path, flag: str = "--adapter") -> dict:
+    """The adapter's config, or UsageError if `path` is not a saved LoRA adapter folder.
+    Needs no model, so scripts call it before loading one."""
+    folder = Path(path)
+    if not folder.exists():
+        raise UsageError(f"{flag}: {path}: no such adapter folder")
+    if not folder.is_dir():
+        raise UsageError(f"{flag}: {path} is a file, expected an adapter folder")
+    config_file = folder / "adapter_config.json"
+    if not config_file.is_file():
+        raise UsageError(f"{flag}: {path} has no adapter_config.json, so it is not a LoRA adapter")
+    if not any((folder / name).is_file() for name in ADAPTER_WEIGHT_FILES):
+        raise UsageError(f"{flag}: {path} has no adapter_model.safetensors")
+    try:
+        config = json.loads(config_file.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise UsageError(f"{flag}: {config_file}: unreadable adapter config ({exc})") from None
+    if not isinstance(config, dict) or config.get("peft_type") != "LORA":
+        raise UsageError(f"{flag}: {path} is not a LoRA adapter (peft_type "
+                         f"{config.get('peft_type') if isinstance(config, dict) else None!r})")
+    return config
+
+
+def _adapter_shapes(folder: Path) -> dict[str, tuple[int, ...]]:
+    weights = folder / "adapter_model.safetensors"
+    if weights.is_file():
+        from safetensors import safe_open
+
+        with safe_open(str(weights), framework="pt") as handle:
+            return {key: tuple(handle.get_slice(key).get_shape()) for key in handle.keys()}
+    state = torch.load(folder / "adapter_model.bin", map_location="cpu", weights_only=True)
+    return {key: tuple(value.shape) for key, value in state.items()}
+
+
+def _check_adapter_matches(model, folder: Path, flag: str) -> None:
+    """Every LoRA matrix must sit on a module of the model with matching in/out sizes: an
+    adapter trained on another base is refused in one line instead of a PEFT traceback."""
+    modules = dict(model.named_modules())
+    for key, shape in _adapter_shapes(folder).items():
+        if ".lora_A." not in key and ".lora_B." not in key:
+            continue
+        module_name = key.split(".lora_")[0].removeprefix("base_model.model.")
+        module = modules.get(module_name)
+        if module is None:
+            raise UsageError(f"{flag}: {folder} does not match this model: it has no module {module_name}")
+        size_in = getattr(module, "in_features", None)
+        size_out = getattr(module, "out_features", None)
+        expected = shape[1] if ".lora_A." in key else shape[0]
+        actual = size_in if ".lora_A." in key else size_out
+        if actual is not None and actual != expected:
+            side = "input" if ".lora_A." in key else "output"
+            raise UsageError(f"{flag}: {folder} does not match this model: {module_name} has {side} "
+                             f"size {actual}, the adapter expects {expected} (trained on another base model?)")
+
+
+def load_adapter(model, path, trainable: bool, flag: str = "--adapter"):
+    """A saved LoRA on top of `model`: trainable (warm start) or frozen (evaluation)."""
+    from peft import PeftModel
+
+    config = check_adapter_dir(path, flag)
+    folder = Path(path)
+    _check_adapter_matches(model, folder, flag)
+    base = config.get("base_model_name_or_path")
+    here = getattr(model, "name_or_path", None)
+    if base and here and Path(str(base)).name != Path(str(here)).name:
+        log.warning("adapter %s was trained on %s, loading it on %s", path, base, here)
+    if trainable:
+        _prepare_for_training(model)
+    with _quiet_peft():
+        peft_model = PeftModel.from_pretrained(model, str(folder), is_trainable=trainable)
+    if not trainable:
+        peft_model.eval()
+    return peft_model
+
+
+def save_adapter(model, path) -> None:
+    """Save only the LoRA weights. Embeddings are never adapted here, and saying so stops PEFT
+    from asking the Hub whether a built-in name such as "tiny" changed its vocabulary."""
+    with _quiet_peft():
+        model.save_pretrained(str(path), save_embedding_layers=False)
+
+
+@contextlib.contextmanager
+def reference_policy(model):
+    """The base model's behaviour (adapter off) inside the block, on the same weights."""
+    from peft import PeftModel
+
+    if isinstance(model, PeftModel):
+        with model.disable_adapter():
+            yield model
+    else:
+        yield model

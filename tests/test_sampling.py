@@ -1,0 +1,151 @@
+"""Batched sampling: seeded per (question, sample), right distribution, stops and truncation."""
+import math
+
+import pytest
+import torch
+from scipy import stats
+
+from relrl.cli import UsageError
+from relrl.modeling import load_model
+from relrl.prompting import build_prompt
+from relrl.sampling import (SamplingConfig, SeededGumbelSampler, filter_top_p, generate,
+                            question_seed, sample_seed, stop_token_ids)
+
+QUESTIONS = [
+    "A pump has a constant failure rate of 0.002 per hour. Find R(500 h).",
+    "Two valves in parallel each have reliability 0.9. System reliability?",
+    "MTBF 400 h, MTTR 8 h. Steady-state availability?",
+    "Weibull beta 2, eta 1000 h: find the B10 life.",
+]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_model("tiny-random")
+
+
+def _ids(rows):
+    return [[c.token_ids for c in row] for row in rows]
+
+
+def test_same_question_same_completions_alone_batched_and_reordered(tiny):
+    model, tok = tiny
+    prompts = [build_prompt(tok, q) for q in QUESTIONS]
+    seeds = [question_seed(7, f"q{i}") for i in range(len(QUESTIONS))]
+    config = SamplingConfig(max_new_tokens=16, micro_batch=16)
+    batched = _ids(generate(model, tok, prompts, 3, seeds, config))
+    alone = _ids(generate(model, tok, prompts[2:3], 3, seeds[2:3], SamplingConfig(max_new_tokens=16, micro_batch=1)))
+    order = [3, 1, 0, 2]
+    reordered = _ids(generate(model, tok, [prompts[k] for k in order], 3, [seeds[k] for k in order],
+                              SamplingConfig(max_new_tokens=16, micro_batch=5)))
+    assert alone[0] == batched[2]
+    assert [reordered[order.index(k)] for k in range(4)] == batched
+    # samples of one question differ from each other, and questions differ
+    assert len({tuple(t) for t in batched[0]}) == 3
+    assert batched[0][0] != batched[1][0]
+
+
+def test_more_samples_extend_fewer(tiny):
+    # Sample j depends only on (seed, j): asking for 4 samples keeps the first 2.
+    model, tok = tiny
+    prompt = [build_prompt(tok, QUESTIONS[0])]
+    config = SamplingConfig(max_new_tokens=12)
+    two = _ids(generate(model, tok, prompt, 2, [5], config))[0]
+    four = _ids(generate(model, tok, prompt, 4, [5], config))[0]
+    assert four[:2] == two
+
+
+def test_seeds_are_stable_numbers():
+    assert sample_seed(0, 0) == sample_seed(0, 0) != sample_seed(0, 1)
+    assert question_seed(0, "abc") != question_seed(1, "abc")
+    assert 0 <= sample_seed(123, 4) < 2**63
+    # fixed values: a change here changes every recorded run
+    assert question_seed(0, "q1") == 5568507183783364966
+
+
+def test_gumbel_sampler_draws_from_softmax_with_top_p():
+    logits = torch.tensor([2.0, 1.5, 1.0, 0.0, -1.0, -3.0])
+    temperature, top_p = 0.8, 0.95
+    probs = torch.softmax(filter_top_p(logits / temperature, top_p), dim=-1)
+    draws = 20000
+    sampler = SeededGumbelSampler(temperature, top_p, [sample_seed(1, j) for j in range(draws)], "cpu")
+    picks = sampler(None, logits.repeat(draws, 1)).argmax(dim=-1)
+    counts = torch.bincount(picks, minlength=6)
+    kept = probs > 0
+    assert counts[~kept].sum() == 0  # nothing outside the nucleus
+    assert kept.tolist() == [True, True, True, True, False, False]
+    expected = probs[kept].double().numpy() * counts.sum().item() / probs[kept].double().sum().item()
+    p_value = stats.chisquare(counts[kept].numpy(), expected).pvalue
+    assert p_value > 1e-3
+
+
+def test_filter_top_p_keeps_smallest_set_reaching_mass():
+    logits = torch.log(torch.tensor([[0.5, 0.3, 0.15, 0.05]]))
+    assert torch.isinf(filter_top_p(logits, 0.5)).tolist() == [[False, True, True, True]]
+    assert torch.isinf(filter_top_p(logits, 0.8)).tolist() == [[False, False, True, True]]
+    assert torch.isinf(filter_top_p(logits, 0.81)).tolist() == [[False, False, False, True]]
+    assert not torch.isinf(filter_top_p(logits, 1.0)).any()
+
+
+def _stop_prone(model, tok, bias):
+    """The same model with a head bias making <|im_end|> likely at every step."""
+    stop = tok.convert_tokens_to_ids("<|im_end|>")
+    head = torch.nn.Linear(model.config.hidden_size, model.config.vocab_size, bias=True)
+    with torch.no_grad():
+        head.weight.copy_(model.lm_head.weight)
+        head.bias.zero_()
+        head.bias[stop] = bias
+    model.lm_head = head
+    return model
+
+
+def test_stops_at_end_of_turn_and_flags_truncation():
+    model, tok = load_model("tiny-random")
+    model = _stop_prone(model, tok, bias=math.log(0.15 * len(tok)))
+    prompts = [build_prompt(tok, q) for q in QUESTIONS]
+    out = generate(model, tok, prompts, 4, list(range(4)), SamplingConfig(max_new_tokens=10))
+    stops = set(stop_token_ids(tok))
+    assert {c.truncated for row in out for c in row} == {True, False}  # both cases occur
+    for prompt, row in zip(prompts, out):
+        for c in row:
+            assert c.prompt_ids == tok(prompt, add_special_tokens=False)["input_ids"]
+            if c.truncated:
+                assert len(c.token_ids) == 10 and not stops & set(c.token_ids)
+            else:
+                assert c.token_ids[-1] in stops and not stops & set(c.token_ids[:-1])
+            assert c.text == tok.decode(c.token_ids, skip_special_tokens=True)
+            assert "<|im_end|>" not in c.text
+
+
+def test_greedy_matches_plain_generate(tiny):
+    model, tok = tiny
+    prompt = build_prompt(tok, QUESTIONS[1])
+    got = generate(model, tok, [prompt], 1, [0], SamplingConfig(max_new_tokens=8, do_sample=False))[0][0]
+    ids = tok(prompt, return_tensors="pt", add_special_tokens=False)["input_ids"]
+    plain = model.generate(ids, max_new_tokens=8, do_sample=False)[0, ids.shape[1]:].tolist()
+    assert got.token_ids == plain
+
+
+def test_sampling_restores_training_mode(tiny):
+    model, tok = tiny
+    model.train()
+    generate(model, tok, [build_prompt(tok, "x")], 1, [0], SamplingConfig(max_new_tokens=2))
+    assert model.training
+    model.eval()
+
+
+@pytest.mark.parametrize("kwargs, flag", [
+    ({"temperature": 0.0}, "--temperature"),
+    ({"temperature": -1.0}, "--temperature"),
+    ({"temperature": float("nan")}, "--temperature"),
+    ({"max_new_tokens": 0}, "--max-new-tokens"),
+    ({"top_p": 0.0}, "--top-p"),
+    ({"micro_batch": 0}, "--micro-batch"),
+])
+def test_bad_config_names_the_flag(kwargs, flag):
+    with pytest.raises(UsageError, match=flag):
+        SamplingConfig(**kwargs)
+
+
+def test_greedy_allows_zero_temperature():
+    assert SamplingConfig(temperature=0.0, do_sample=False).do_sample is False
