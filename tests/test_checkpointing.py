@@ -1,0 +1,151 @@
+"""Checkpoints: standard PEFT files, exact resume, atomic writes, folder ownership, signals."""
+import json
+import os
+import random
+import signal
+
+import numpy as np
+import pytest
+import torch
+from peft import LoraConfig, PeftModel, get_peft_model
+
+from relrl.checkpointing import (StopFlag, latest_checkpoint, list_checkpoints, load_checkpoint,
+                                 prepare_output_dir, run_fingerprint, save_checkpoint)
+from relrl.cli import UsageError
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(6, 6)
+        self.out = torch.nn.Linear(6, 1)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.proj(x)))
+
+
+def fresh():
+    torch.manual_seed(0)
+    model = get_peft_model(Net(), LoraConfig(r=2, lora_alpha=2, target_modules=["proj"],
+                                             init_lora_weights=False))
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=0.05, weight_decay=0.1)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 / (1 + s))
+    return model, optimizer, scheduler
+
+
+def train(model, optimizer, scheduler, gens, steps):
+    """Steps whose data come from every kind of RNG, so a wrong restore changes the weights."""
+    for _ in range(steps):
+        x = torch.randn(4, 6) + float(np.random.rand()) + random.random()
+        x = x + torch.randn(1, generator=gens["torch"]).item() + gens["numpy"].random()
+        x = x * gens["python"].random()
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad()
+
+
+def generators():
+    return {"torch": torch.Generator().manual_seed(1), "numpy": np.random.default_rng(2),
+            "python": random.Random(3)}
+
+
+def lora_weights(model):
+    return {k: v.clone() for k, v in model.state_dict().items() if "lora_" in k}
+
+
+def test_resume_continues_exactly(tmp_path):
+    model, opt, sched = fresh()
+    gens = generators()
+    train(model, opt, sched, gens, 2)
+    save_checkpoint(tmp_path / "checkpoint-2", model=model, optimizer=opt, scheduler=sched,
+                    generators=gens, state={"step": 2, "losses": [0.5, 0.25]}, fingerprint="abc")
+    train(model, opt, sched, gens, 3)
+    straight = lora_weights(model)
+
+    model, opt, sched = fresh()
+    gens = {"torch": torch.Generator(), "numpy": np.random.default_rng(), "python": random.Random()}
+    torch.manual_seed(123)  # disturb the global RNGs: the checkpoint must restore them
+    state = load_checkpoint(tmp_path / "checkpoint-2", model=model, optimizer=opt,
+                            scheduler=sched, generators=gens)
+    assert state == {"fingerprint": "abc", "step": 2, "losses": [0.5, 0.25]}
+    train(model, opt, sched, gens, 3)
+    resumed = lora_weights(model)
+    assert straight.keys() == resumed.keys() and straight
+    assert all(torch.equal(straight[k], resumed[k]) for k in straight)
+
+
+def test_adapter_files_are_standard_peft(tmp_path):
+    model, opt, sched = fresh()
+    folder = save_checkpoint(tmp_path / "checkpoint-1", model=model, state={}, fingerprint="f")
+    names = {p.name for p in folder.iterdir()}
+    assert {"adapter_model.safetensors", "adapter_config.json", "rng_state.json",
+            "trainer_state.json"} <= names
+    torch.manual_seed(5)
+    loaded = PeftModel.from_pretrained(Net(), str(folder))
+    got = {k: v for k, v in loaded.state_dict().items() if "lora_" in k}
+    assert all(torch.equal(got[k], v) for k, v in lora_weights(model).items())
+
+
+def test_failed_write_leaves_no_checkpoint_and_replacing_is_clean(tmp_path):
+    model, opt, sched = fresh()
+    save_checkpoint(tmp_path / "checkpoint-4", model=model, state={"v": 1}, fingerprint="f")
+
+    class Broken:
+        def save_pretrained(self, path, **kwargs):
+            raise OSError("disk full")
+
+    with pytest.raises(OSError):
+        save_checkpoint(tmp_path / "checkpoint-8", model=Broken(), state={}, fingerprint="f")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-4"]
+    save_checkpoint(tmp_path / "checkpoint-4", model=model, state={"v": 2}, fingerprint="f")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-4"]
+    assert json.loads((tmp_path / "checkpoint-4/trainer_state.json").read_text())["v"] == 2
+
+
+def test_latest_is_by_number_and_ignores_incomplete_folders(tmp_path):
+    model, *_ = fresh()
+    for step in (9, 10):
+        save_checkpoint(tmp_path / f"checkpoint-{step}", model=model, state={}, fingerprint="f")
+    (tmp_path / "checkpoint-11").mkdir()  # no trainer_state.json: not a checkpoint
+    (tmp_path / ".tmp-checkpoint-12-99").mkdir()
+    assert [s for s, _ in list_checkpoints(tmp_path)] == [9, 10]
+    assert latest_checkpoint(tmp_path).name == "checkpoint-10"
+    assert latest_checkpoint(tmp_path / "missing") is None
+
+
+def test_output_folder_ownership(tmp_path, capsys):
+    model, *_ = fresh()
+    fp = run_fingerprint({"lr": 1e-5, "seed": 0})
+    assert fp == run_fingerprint({"seed": 0, "lr": 1e-5}) != run_fingerprint({"lr": 2e-5})
+    assert prepare_output_dir(tmp_path, fp) is None  # empty folder: a new run
+    assert prepare_output_dir(tmp_path, fp, resume=True) is None
+    save_checkpoint(tmp_path / "checkpoint-20", model=model, state={}, fingerprint="other")
+    (tmp_path / "train_log.jsonl").write_text("{}\n")
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(UsageError, match="another run's .*--resume .*--overwrite"):
+        prepare_output_dir(tmp_path, fp)
+    assert prepare_output_dir(tmp_path, fp, resume=True).name == "checkpoint-20"
+    assert "different settings" in capsys.readouterr().err
+    with pytest.raises(UsageError, match="exclude each other"):
+        prepare_output_dir(tmp_path, fp, resume=True, overwrite=True)
+    with pytest.raises(UsageError, match="not a checkpoint"):
+        prepare_output_dir(tmp_path, fp, resume=str(tmp_path / "nope"))
+    save_checkpoint(tmp_path / "checkpoint-40", model=model, state={}, fingerprint=fp)
+    with pytest.raises(UsageError, match="this run's checkpoints up to checkpoint-40"):
+        prepare_output_dir(tmp_path, fp)
+    assert prepare_output_dir(tmp_path, fp, overwrite=True, run_files=("train_log.jsonl",)) is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_stop_flag_turns_sigterm_and_sigusr1_into_a_flag(capsys):
+    before = signal.getsignal(signal.SIGTERM)
+    for sig, name in ((signal.SIGTERM, "SIGTERM"), (signal.SIGUSR1, "SIGUSR1")):
+        with StopFlag() as stop:
+            assert not stop.requested
+            os.kill(os.getpid(), sig)
+            assert stop.requested and stop.signal == name
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert "will write a checkpoint" in capsys.readouterr().err

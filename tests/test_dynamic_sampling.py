@@ -1,0 +1,157 @@
+"""Dynamic sampling: uninformative groups never reach the update, and the counters add up."""
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from relrl.dynamic_sampling import DynamicSampler, Group, QuestionSampler, waste_kind
+
+C, W, S = [1.0] * 4, [0.0] * 4, [0.5] * 4  # all correct, all wrong, same partial credit
+I1, I2 = [1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.5, 0.0]  # informative
+
+
+class Scripted:
+    """A rollout that scores each drawn question with the next reward list of a script."""
+
+    def __init__(self, script):
+        self.script, self.calls = list(script), []
+
+    def __call__(self, indices, first_attempt):
+        self.calls.append((list(indices), first_attempt))
+        return [Group(i, first_attempt + k, r, [x >= 0.4 for x in r])
+                for k, (i, r) in enumerate(zip(indices, (self.script.pop(0) for _ in indices)))]
+
+
+def sampler(script, **kwargs):
+    return DynamicSampler(Scripted(script), QuestionSampler(10, seed=0), **kwargs)
+
+
+def test_waste_kinds():
+    assert waste_kind(I1, [True, False, False, False]) is None
+    assert waste_kind(C, [True] * 4) == "all_correct"
+    assert waste_kind(W, [False] * 4) == "all_wrong"
+    assert waste_kind([0.01] * 4, [False] * 4) == "all_wrong"  # a wrong number, no credit
+    assert waste_kind(S, [True] * 4) == "same_partial"  # all right, none exact
+    assert waste_kind([0.4, 0.4 + 1e-9], [True, True]) == "same_partial"
+
+
+def test_step_mode_counts_match_a_hand_count():
+    ds = sampler([C, W, I1, S, W, I2])
+    kept = ds.collect(2)
+    assert [g.rewards for g in kept] == [I1, I2]
+    assert [g.attempt for g in kept] == [2, 5]
+    # the two steps draw side by side (one call), then step 2 alone; attempts are numbered
+    assert [(len(indices), first) for indices, first in ds.rollout.calls] == \
+        [(2, 0), (2, 2), (1, 4), (1, 5)]
+    counts = ds.counters.to_dict()
+    assert counts == {"total_attempts": 6, "useful_steps": 2, "all_correct": 1, "all_wrong": 2,
+                      "same_partial": 1, "resample_events": 4, "exhausted_steps": 0,
+                      "surplus_groups": 0, "wasted_steps": 4, "waste_rate": 4 / 6}
+
+
+def test_per_step_cap_skips_the_step():
+    ds = sampler([C, C, W, I1], max_attempts_per_step=2)
+    kept = ds.collect(2)
+    assert [g.rewards for g in kept] == [I1]
+    c = ds.counters
+    assert (c.total_attempts, c.exhausted_steps, c.resample_events, c.wasted_steps) == (4, 1, 2, 3)
+
+
+def test_total_cap_stops_drawing():
+    ds = sampler([W] * 10, max_total_attempts=3)
+    assert ds.collect(4) == []
+    assert ds.counters.total_attempts == 3 and ds.counters.all_wrong == 3
+
+
+def test_batch_mode_fills_the_training_batch_with_one_call_per_round():
+    ds = sampler([C, I1, W, I2, I1, S], mode="batch", gen_batch=3)
+    kept = ds.collect(2)
+    assert [g.rewards for g in kept] == [I1, I2]
+    assert [len(indices) for indices, _ in ds.rollout.calls] == [3, 3]
+    assert [first for _, first in ds.rollout.calls] == [0, 3]
+    c = ds.counters.to_dict()
+    assert (c["total_attempts"], c["useful_steps"], c["surplus_groups"], c["wasted_steps"],
+            c["resample_events"], c["all_correct"], c["all_wrong"], c["same_partial"]) == \
+        (6, 2, 1, 3, 1, 1, 1, 1)
+
+
+def test_batch_mode_draws_as_many_questions_as_the_informative_rate_needs():
+    ds = sampler([I1] * 20 + [W] * 20, mode="batch", gen_batch=8)
+    ds.collect(2)  # nothing seen yet: one in two assumed informative, so 4 questions
+    ds.collect(2)  # 4 of 4 were informative: (4 + 1) / (4 + 2) -> 3 questions
+    assert [len(indices) for indices, _ in ds.rollout.calls] == [4, 3]
+    assert ds.counters.surplus_groups == 3
+
+
+REWARDS = st.lists(st.sampled_from([0.0, 0.5, 1.0]), min_size=4, max_size=4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(script=st.lists(REWARDS, min_size=1, max_size=40), mode=st.sampled_from(["step", "batch"]),
+       want=st.integers(1, 4), cap=st.integers(1, 5))
+def test_equal_reward_groups_never_reach_the_update(script, mode, want, cap):
+    ds = sampler(script, mode=mode, gen_batch=3, max_attempts_per_step=cap,
+                 max_total_attempts=len(script))
+    kept = []
+    while ds.attempts_left > 0:
+        kept += ds.collect(want)
+    assert all(max(g.rewards) > min(g.rewards) for g in kept)
+    c = ds.counters
+    informative = sum(max(r) > min(r) for r in script)
+    assert c.total_attempts == len(script)
+    assert c.useful_steps == len(kept) == informative - c.surplus_groups
+    assert c.wasted_steps == len(script) - informative
+
+
+def test_uniform_draws_are_shuffled_passes():
+    qs = QuestionSampler(7, seed=3)
+    first, second = qs.draw(7), qs.draw(7)
+    assert sorted(first) == sorted(second) == list(range(7)) and first != second
+
+
+def test_pass_rate_sampler_prefers_likely_informative_questions():
+    qs = QuestionSampler(3, seed=0, pass_rate_aware=True)
+    for _ in range(4):
+        qs.record(0, 4, 4)  # always right
+        qs.record(1, 0, 4)  # always wrong
+        qs.record(2, 2, 4)  # mixed
+    assert qs.pass_rate(0) == pytest.approx(16.25 / 16.5) and qs.pass_rate(2) == 0.5
+    draws = [qs.draw(1)[0] for _ in range(400)]
+    assert draws.count(2) > 2 * max(draws.count(0), draws.count(1))
+    assert draws.count(0) > 0  # the floor keeps every question in play
+
+
+def simulated_waste(pass_rate_aware, seed=0):
+    """Waste rate over 400 groups when 70% of questions are never or always solved."""
+    true_p = np.array([0.0] * 35 + [1.0] * 35 + [0.3, 0.5, 0.7] * 10)
+    world = np.random.default_rng(seed)
+
+    def rollout(indices, first):
+        out = []
+        for k, i in enumerate(indices):
+            correct = list(world.random(4) < true_p[i])
+            out.append(Group(i, first + k, [float(x) for x in correct], correct))
+        return out
+
+    ds = DynamicSampler(rollout, QuestionSampler(100, seed, pass_rate_aware=pass_rate_aware),
+                        max_attempts_per_step=100, max_total_attempts=400)
+    while ds.attempts_left > 0:
+        ds.collect(4)
+    return ds.counters.waste_rate
+
+
+def test_pass_rate_sampler_wastes_fewer_generations():
+    uniform, aware = simulated_waste(False), simulated_waste(True)
+    assert uniform > 0.7 and aware < uniform - 0.15
+
+
+def test_sampler_state_survives_a_json_round_trip():
+    a = DynamicSampler(Scripted([I1, W, C, I2] * 5), QuestionSampler(5, 1, pass_rate_aware=True))
+    a.collect(2)
+    state = json.loads(json.dumps(a.state_dict()))
+    b = DynamicSampler(Scripted([]), QuestionSampler(5, 99, pass_rate_aware=True))
+    b.load_state_dict(state)
+    assert b.counters == a.counters
+    assert [b.questions.draw(2) for _ in range(5)] == [a.questions.draw(2) for _ in range(5)]
