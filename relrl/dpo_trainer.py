@@ -1,0 +1,406 @@
+"""The DPO baseline: preference pairs from screening or evaluation outputs, a LoRA trained with
+the DPO (or IPO) loss of relrl.dpo_loss, the reference being the same weights with the adapter
+off (relrl.modeling.reference_policy), on the epoch loop of relrl.sft_trainer.
+
+Pairs come from
+  - result files (screening.json, a model result or a pair result of the evaluation scripts):
+    for each question, a correct completion is chosen and a wrong one rejected, paired in order
+    so no completion is used twice (at most --max-pairs-per-question per question); the same
+    question id in several files must carry the same question text;
+  - preference files, JSONL (or a JSON array): {"question", "chosen", "rejected"} with texts, or
+    chosen / rejected as chat messages, whose user turns must then be the same question.
+Output folder: checkpoint-N/, train_log.jsonl (loss, reward margin, implicit-reward accuracy
+per step), statistics.json, pairs.jsonl (the pairs trained on) and adapter/ (the final LoRA).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from relrl.cli import UsageError
+from relrl.data import DatasetError, atomic_write_jsonl, read_json
+from relrl.dpo_loss import LOSS_TYPES, dpo_loss
+from relrl.sft_data import collate
+from relrl.sft_trainer import EpochTrainer, LoopConfig
+
+RESULT_KINDS = ("model_result", "screening", "pair_result")
+PAIRS_FILE, ADAPTER_DIR = "pairs.jsonl", "adapter"
+
+
+# ---------------------------------------------------------------------------- pairs
+
+
+@dataclass
+class Pair:
+    id: str
+    question: str
+    chosen: str
+    rejected: str
+    chosen_truncated: bool = False  # a truncated completion gets no end-of-turn token
+    rejected_truncated: bool = False
+    source: str = ""
+
+
+def _records(data: dict) -> list[dict]:
+    if data.get("kind") == "pair_result":
+        return data["base"]["results"] + data["finetuned"]["results"]
+    return data["results"]
+
+
+def _completions(record: dict) -> list[dict]:
+    return record.get("completions") or [record]
+
+
+def pairs_from_results(paths: list[str], max_per_question: int | None) -> tuple[list[Pair], int]:
+    """(pairs, empty responses skipped) from evaluation or screening result files."""
+    questions: dict[str, tuple[str, str]] = {}  # id -> (question, first file)
+    pool: dict[str, list[dict]] = {}
+    for path in paths:
+        data = read_json(path)
+        if not isinstance(data, dict) or data.get("kind") not in RESULT_KINDS:
+            raise DatasetError(f"{path}: not a screening, model result or pair result JSON")
+        for record in _records(data):
+            qid = str(record["id"])
+            seen = questions.setdefault(qid, (record["question"], path))
+            if seen[0] != record["question"]:
+                raise DatasetError(f"{path}: question {qid} differs from the one in {seen[1]}: "
+                                   "pairs must share a question")
+            pool.setdefault(qid, []).extend(_completions(record))
+    pairs, empty = [], 0
+    for qid, completions in pool.items():
+        usable = [c for c in completions if str(c.get("response") or "").strip()]
+        empty += len(completions) - len(usable)
+        right = [c for c in usable if c["correct"]]
+        wrong = [c for c in usable if not c["correct"]]
+        for good, bad in list(zip(right, wrong))[:max_per_question]:
+            pairs.append(Pair(qid, questions[qid][0], good["response"], bad["response"],
+                              bool(good.get("truncated")), bool(bad.get("truncated")),
+                              questions[qid][1]))
+    return pairs, empty
+
+
+def _user_turn(messages, where: str, side: str) -> tuple[str, str]:
+    """(question, answer) of a chosen/rejected conversation."""
+    if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+        raise DatasetError(f"{where}: {side!r} must be a text or a list of chat messages")
+    users = [m.get("content", "") for m in messages if m.get("role") == "user"]
+    answers = [m.get("content", "") for m in messages if m.get("role") == "assistant"]
+    if not users or not answers:
+        raise DatasetError(f"{where}: {side!r} needs a user and an assistant message")
+    return str(users[-1]), str(answers[-1])
+
+
+def pairs_from_preferences(path: str) -> list[Pair]:
+    """Pairs from a preference file; any bad row is an error naming its line."""
+    from relrl.data import question_id, read_records
+
+    pairs = []
+    for line, row in read_records(path):
+        where = f"{path}:{line}"
+        if not isinstance(row, dict) or "chosen" not in row or "rejected" not in row:
+            raise DatasetError(f"{where}: a preference row needs 'chosen' and 'rejected'")
+        question = row.get("question", row.get("prompt"))
+        chosen, rejected = row["chosen"], row["rejected"]
+        if isinstance(chosen, list) or isinstance(rejected, list):
+            asked_c, chosen = _user_turn(chosen, where, "chosen")
+            asked_r, rejected = _user_turn(rejected, where, "rejected")
+            if asked_c.strip() != asked_r.strip():
+                raise DatasetError(f"{where}: chosen and rejected answer different questions")
+            if question is not None and str(question).strip() != asked_c.strip():
+                raise DatasetError(f"{where}: the conversations answer another question than "
+                                   "'question'")
+            question = asked_c
+        if not isinstance(question, str) or not question.strip():
+            raise DatasetError(f"{where}: missing 'question'")
+        for side, text in (("chosen", chosen), ("rejected", rejected)):
+            if not isinstance(text, str) or not text.strip():
+                raise DatasetError(f"{where}: empty {side} text")
+        if chosen.strip() == rejected.strip():
+            raise DatasetError(f"{where}: chosen and rejected are the same text")
+        pairs.append(Pair(str(row.get("id") or question_id(question)), question, chosen,
+                          rejected, bool(row.get("chosen_truncated")),
+                          bool(row.get("rejected_truncated")), path))
+    if not pairs:
+        raise DatasetError(f"{path}: no preference pairs")
+    return pairs
+
+
+def is_result_file(path: str) -> bool:
+    """A result file is one JSON object with a result `kind`; anything else (JSONL, a JSON
+    array) is read as a preference file."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(data, dict) and data.get("kind") in RESULT_KINDS
+
+
+def load_pairs(paths: list[str], max_per_question: int | None = None) -> list[Pair]:
+    """Every pair of the given files. Errors (pairs that do not share a question, an empty
+    text) name the file and line."""
+    for path in paths:
+        if not Path(path).is_file():
+            raise DatasetError(f"{path}: no such file")
+    results = [p for p in paths if is_result_file(p)]
+    found: list[Pair] = []
+    if results:
+        from_results, empty = pairs_from_results(results, max_per_question)
+        if empty:
+            print(f"warning: skipped {empty} empty responses in {', '.join(results)}",
+                  file=sys.stderr)
+        found.extend(from_results)
+    for path in paths:
+        if path not in results:
+            found.extend(pairs_from_preferences(path))
+    if not found:
+        raise DatasetError(f"{', '.join(paths)}: no question has both a correct and a wrong "
+                           "completion, so there is no preference pair")
+    return found
+
+
+# ---------------------------------------------------------------------------- training
+
+
+@dataclass
+class PairItem:
+    prompt_ids: list[int]
+    chosen_ids: list[int]
+    rejected_ids: list[int]
+    reference: tuple[float, float] = (0.0, 0.0)  # reference log-probs (chosen, rejected)
+
+
+def encode_pairs(pairs: list[Pair], tokenizer, max_length: int) -> tuple[list[PairItem], int]:
+    """Token ids of each pair (the SFT prompt; completions end with end-of-turn unless
+    truncated) and how many completions were cut at max_length."""
+    from relrl.prompting import build_prompt, build_training_text
+    from relrl.sft_data import encode
+
+    items, cut = [], 0
+    for pair in pairs:
+        sides = []
+        for text, truncated in ((pair.chosen, pair.chosen_truncated),
+                                (pair.rejected, pair.rejected_truncated)):
+            if truncated:
+                prompt, completion = build_prompt(tokenizer, pair.question), text
+            else:
+                prompt, completion = build_training_text(tokenizer, pair.question, text)
+            prompt_ids, ids, was_cut = encode(tokenizer, prompt, completion, max_length)
+            if not ids:
+                raise UsageError(f"--max-length {max_length}: the prompt of question {pair.id} "
+                                 "alone is longer")
+            cut += was_cut
+            sides.append(ids)
+        items.append(PairItem(prompt_ids, *sides))
+    return items, cut
+
+
+@dataclass
+class DPOConfig(LoopConfig):
+    """A DPO run's settings (the loop's fields from LoopConfig, other defaults here)."""
+    learning_rate: float = 5e-6
+    epochs: int = 1
+    warmup_ratio: float = 0.1
+    weight_decay: float = 0.0
+    model: str = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
+    beta: float = 0.1
+    loss_type: str = "sigmoid"
+    lora_r: int = 16
+    lora_alpha: int = 32
+    max_length: int = 4096
+    load_in_4bit: bool | None = None
+    unsloth: bool = False
+
+    def check(self) -> None:
+        super().check()
+        if not self.beta > 0:
+            raise UsageError(f"--beta: must be > 0, got {self.beta}")
+        if self.loss_type not in LOSS_TYPES:
+            raise UsageError(f"--loss: one of {LOSS_TYPES}, got {self.loss_type!r}")
+        for name in ("lora_r", "lora_alpha", "max_length"):
+            if getattr(self, name) < 1:
+                raise UsageError(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(self, name)}")
+
+    def settings(self) -> dict:
+        out = dataclasses.asdict(self)
+        for key in ("save_every", "keep_checkpoints"):
+            out.pop(key)
+        return out
+
+
+class DPOTrainer(EpochTrainer):
+    kind = "dpo"
+    curves = {"losses": "loss", "margins": "margin", "accuracies": "accuracy"}
+
+    def __init__(self, cfg: DPOConfig, model, tokenizer, items: list[PairItem], output_dir,
+                 **kwargs):
+        super().__init__(cfg, model, items, output_dir, **kwargs)
+        self.pad_id = tokenizer.pad_token_id
+        self.reference_logps()
+
+    def sequence_logps(self, items: list[PairItem]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Log-probs of the chosen and rejected completions, (pairs,) each: summed over
+        tokens for DPO, the per-token mean for IPO."""
+        from relrl.logprobs import completion_logprobs
+        from relrl.modeling import device_of
+
+        batch = collate([(i.prompt_ids, i.chosen_ids) for i in items] +
+                        [(i.prompt_ids, i.rejected_ids) for i in items], self.pad_id)
+        device = device_of(self.model)
+        logp = completion_logprobs(self.model, batch.input_ids.to(device),
+                                   batch.attention_mask.to(device), batch.prompt_width,
+                                   batch.input_ids.shape[0])
+        mask = batch.completion_mask.to(device)
+        per_seq = (logp * mask).sum(dim=1)
+        if self.cfg.loss_type == "ipo":
+            per_seq = per_seq / mask.sum(dim=1).clamp(min=1)
+        n = len(items)
+        return per_seq[:n], per_seq[n:]
+
+    def reference_logps(self) -> None:
+        """The reference's log-probs, once: the adapter is off and nothing trains."""
+        from relrl.modeling import reference_policy
+
+        print(f"reference log-probs of {len(self.items)} pairs (adapter off)", flush=True)
+        self.model.eval()
+        with torch.no_grad(), reference_policy(self.model):
+            for part in self.micro_batches(self.items):
+                chosen, rejected = self.sequence_logps(part)
+                for item, c, r in zip(part, chosen.tolist(), rejected.tolist()):
+                    item.reference = (c, r)
+
+    def train_step(self, items: list[PairItem]) -> dict:
+        sums = {"loss": 0.0, "margin": 0.0, "accuracy": 0.0, "chosen_reward": 0.0,
+                "rejected_reward": 0.0}
+        for part in self.micro_batches(items):
+            chosen, rejected = self.sequence_logps(part)
+            ref = torch.tensor([i.reference for i in part], dtype=chosen.dtype,
+                               device=chosen.device)
+            out = dpo_loss(chosen, rejected, ref[:, 0], ref[:, 1], beta=self.cfg.beta,
+                           loss_type=self.cfg.loss_type)
+            share = len(part) / len(items)  # micro-batch means weighted into the step's mean
+            (out.loss * share).backward()
+            sums["loss"] += out.loss.item() * share
+            sums["margin"] += out.margins.mean().item() * share
+            sums["accuracy"] += out.accuracy.item() * share
+            sums["chosen_reward"] += out.chosen_rewards.mean().item() * share
+            sums["rejected_reward"] += out.rejected_rewards.mean().item() * share
+        return {**sums, "pairs": len(items)}
+
+    def describe(self, record: dict) -> str:
+        return (f"loss {record['loss']:.4f} margin {record['margin']:+.4f} "
+                f"accuracy {record['accuracy']:.2f}")
+
+
+# ---------------------------------------------------------------------------- command line
+
+
+def build_parser():
+    from relrl.cli import ArgumentParser, env_default, positive_int
+
+    d = DPOConfig()
+    p = ArgumentParser(description="DPO (or IPO) with a LoRA on preference pairs built from "
+                       "screening or evaluation outputs; the reference is the base model")
+    a = p.add_argument
+    a("--model", default=d.model, help=f"base model: hub id, folder, tiny or tiny-random "
+      f"(default {d.model})")
+    a("--pairs-from", nargs="+", required=True, metavar="FILE",
+      help="screening.json / evaluation result JSONs (pairs made per question: a correct "
+      "completion chosen, a wrong one rejected) or preference JSONL files")
+    a("--max-pairs-per-question", type=positive_int("--max-pairs-per-question"), default=None,
+      help="cap on pairs made from one question's completions (default: as many as can be "
+      "made without reusing a completion)")
+    a("--output-dir", default=env_default("OUTPUT_DIR", "outputs/dpo"),
+      help="checkpoints, logs, pairs.jsonl and adapter/ (env OUTPUT_DIR; default outputs/dpo)")
+    a("--resume", nargs="?", const=True, default=None, metavar="CHECKPOINT",
+      help="continue from CHECKPOINT, or from the output folder's latest when none is named")
+    a("--overwrite", action="store_true", help="delete the output folder's checkpoints first")
+    a("--seed", type=int, default=d.seed, help="run seed: LoRA init and pair order (0)")
+    a("--load-in-4bit", choices=("auto", "yes", "no"), default="auto",
+      help="auto: 4-bit NF4 on CUDA for hub/local models, float32 on the CPU")
+    a("--unsloth", action="store_true", help="load through Unsloth (CUDA only)")
+    g = p.add_argument_group("loss")
+    g.add_argument("--beta", type=float, default=env_default("BETA", d.beta, float),
+                   help="strength of the pull towards the reference (env BETA; 0.1)")
+    g.add_argument("--loss", choices=LOSS_TYPES, default=d.loss_type,
+                   help="sigmoid: DPO; ipo: IPO on per-token mean log-probs (sigmoid)")
+    g = p.add_argument_group("optimisation")
+    g.add_argument("--lora-r", type=positive_int("--lora-r"), default=d.lora_r, help="(16)")
+    g.add_argument("--lora-alpha", type=positive_int("--lora-alpha"), default=d.lora_alpha,
+                   help="(32)")
+    g.add_argument("--learning-rate", type=float,
+                   default=env_default("LEARNING_RATE", d.learning_rate, float),
+                   help="peak learning rate (env LEARNING_RATE; 5e-6)")
+    g.add_argument("--epochs", type=positive_int("--epochs"), default=d.epochs, help="(1)")
+    g.add_argument("--micro-batch", type=positive_int("--micro-batch"), default=d.micro_batch,
+                   help="pairs per forward pass (2)")
+    g.add_argument("--grad-accum", type=positive_int("--grad-accum"), default=d.grad_accum,
+                   help="micro-batches per optimiser step (4)")
+    g.add_argument("--warmup-ratio", type=float, default=d.warmup_ratio,
+                   help="linear warmup share, then cosine decay (0.1)")
+    g.add_argument("--weight-decay", type=float, default=d.weight_decay, help="AdamW (0.0)")
+    g.add_argument("--max-grad-norm", type=float, default=d.max_grad_norm, help="(1.0)")
+    g.add_argument("--max-length", type=positive_int("--max-length"), default=d.max_length,
+                   help="prompt + completion tokens; longer completions are cut (4096)")
+    g.add_argument("--save-every", type=positive_int("--save-every"), default=d.save_every,
+                   help="optimiser steps between checkpoints (50)")
+    g.add_argument("--keep-checkpoints", type=positive_int("--keep-checkpoints"),
+                   default=d.keep_checkpoints, help="newest checkpoint-N/ folders kept (1)")
+    return p
+
+
+def main(argv=None) -> int:
+    """Validate everything (flags, pair files, output folder), then load and train."""
+    from relrl.checkpointing import prepare_output_dir, run_fingerprint
+    from relrl.data import atomic_write_json
+    from relrl.modeling import attach_lora, check_model_source, load_model, save_adapter
+    from relrl.sft_trainer import LOG_FILE, STATS_FILE
+
+    args = build_parser().parse_args(argv)
+    cfg = DPOConfig(
+        seed=args.seed, learning_rate=args.learning_rate, epochs=args.epochs,
+        micro_batch=args.micro_batch, grad_accum=args.grad_accum, warmup_ratio=args.warmup_ratio,
+        weight_decay=args.weight_decay, max_grad_norm=args.max_grad_norm,
+        save_every=args.save_every, keep_checkpoints=args.keep_checkpoints, model=args.model,
+        beta=args.beta, loss_type=args.loss, lora_r=args.lora_r, lora_alpha=args.lora_alpha,
+        max_length=args.max_length,
+        load_in_4bit={"auto": None, "yes": True, "no": False}[args.load_in_4bit],
+        unsloth=args.unsloth)
+    cfg.check()
+    check_model_source(cfg.model)
+    pairs = load_pairs(args.pairs_from, args.max_pairs_per_question)
+    out = Path(args.output_dir)
+    texts = [{k: v for k, v in dataclasses.asdict(p).items() if k != "source"} for p in pairs]
+    fingerprint = run_fingerprint({**cfg.settings(), "pairs": texts})  # same pairs, same run
+    settings = {**cfg.settings(), "pairs": len(pairs)}
+    resume_from = prepare_output_dir(out, fingerprint, resume=args.resume,
+                                     overwrite=args.overwrite,
+                                     run_files=(LOG_FILE, STATS_FILE, PAIRS_FILE, ADAPTER_DIR))
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_jsonl(out / PAIRS_FILE, [dataclasses.asdict(p) for p in pairs])
+
+    model, tokenizer = load_model(cfg.model, load_in_4bit=cfg.load_in_4bit,
+                                  use_unsloth=cfg.unsloth)
+    items, cut = encode_pairs(pairs, tokenizer, cfg.max_length)
+    if cut:
+        print(f"warning: {cut} completions cut at --max-length {cfg.max_length}", file=sys.stderr)
+    torch.manual_seed(cfg.seed)  # the new LoRA's initial weights
+    model = attach_lora(model, r=cfg.lora_r, alpha=cfg.lora_alpha)
+    print(f"DPO {cfg.model}: {len(pairs)} pairs from {len({p.id for p in pairs})} questions, "
+          f"loss {cfg.loss_type}, beta {cfg.beta}, lr {cfg.learning_rate:g}, {cfg.epochs} epochs, "
+          f"batch {cfg.batch_size}, fingerprint {fingerprint}", flush=True)
+    trainer = DPOTrainer(cfg, model, tokenizer, items, out, fingerprint=fingerprint,
+                         settings=settings)
+    result = trainer.run(resume_from)
+    result["completions_cut"] = cut
+    atomic_write_json(out / STATS_FILE, result)
+    if not result["stopped_by"].startswith("SIG"):
+        save_adapter(model, out / ADAPTER_DIR)
+        print(f"done: {result['steps']} steps, last margin {result['margins'][-1]:+.4f}, "
+              f"implicit-reward accuracy {result['accuracies'][-1]:.2f}; adapter saved to "
+              f"{out / ADAPTER_DIR}", flush=True)
+    return 0
