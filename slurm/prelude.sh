@@ -1,0 +1,133 @@
+# Sourced by every job file, after it has set ROOT (the repository) and before any work:
+# loads the site settings, gives the job a Python to run, and offers the checks and the
+# signal handling the job files share. Bad input stops the job here, in its first second.
+
+# shellcheck source=slurm/lib.sh
+source "$ROOT/slurm/lib.sh"
+
+# need_file PATH... : every input exists (a file, or a folder such as an adapter).
+need_file() {
+    local path
+    for path in "$@"; do
+        [ -e "$path" ] || relrl_die "input missing: $path (has the stage that writes it finished?)"
+    done
+}
+
+# array_part: "INDEX COUNT" of this task within its array (0-based, whatever the array's
+# first number), or "0 1" outside an array. The array must be a plain range such as 0-3.
+array_part() {
+    if [ -z "${SLURM_ARRAY_TASK_ID:-}" ]; then
+        echo "0 1"
+        return
+    fi
+    # shellcheck disable=SC2153  # set by SLURM in array tasks
+    local index=$((SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN)) count=$SLURM_ARRAY_TASK_COUNT
+    [ "$index" -lt "$count" ] || relrl_die "--array must be a plain range such as 0-3, not a list or a step"
+    echo "$index $count"
+}
+
+# adapter_label PATH: a name for an adapter folder in tables and file names: <run>-<name>,
+# e.g. grpo_exp7-checkpoint-80, or sft-fold_4 for SFT's <run>/adapters/fold_4.
+adapter_label() {
+    local name parent
+    name=$(basename "$1")
+    parent=$(dirname "$1")
+    [ "$(basename "$parent")" = adapters ] && parent=$(dirname "$parent")
+    echo "$(basename "$parent")-$name"
+}
+
+# python_command SCRIPT ARGS... : sets PY_CMD to the command that runs a repository script
+# with the site's Python, inside the Apptainer image when one is set.
+python_command() {
+    PY_CMD=("$PYTHON" "$@")
+    if [ -n "${SITE_APPTAINER_IMAGE:-}" ]; then
+        local binds=()
+        [ -n "${SITE_APPTAINER_BINDS:-}" ] && binds=(--bind "$SITE_APPTAINER_BINDS")
+        # shellcheck disable=SC2206  # SITE_APPTAINER_FLAGS is a list of flags
+        PY_CMD=(apptainer exec ${SITE_APPTAINER_FLAGS---nv} "${binds[@]}" --pwd "$ROOT"
+            "$SITE_APPTAINER_IMAGE" "${PY_CMD[@]}")
+    fi
+}
+
+# py SCRIPT ARGS... : run a short step.
+py() {
+    python_command "$@"
+    "${PY_CMD[@]}"
+}
+
+# run_resumable SCRIPT ARGS... : run a long Python step that SLURM may stop before its time
+# limit (#SBATCH --signal=B:USR1@N sends USR1 to this shell only). The shell passes USR1 on;
+# the script writes a checkpoint and exits 0 (or dies of the signal if it had not started
+# its loop), and the job requeues itself. The requeued run starts the job file again, whose
+# command resumes from the checkpoint or the progress file.
+run_resumable() {
+    local pid status seen signals=0
+    trap 'signals=$((signals + 1)); echo "USR1: asking the step to checkpoint and stop"; kill -USR1 "$pid" 2>/dev/null' USR1
+    python_command "$@"
+    "${PY_CMD[@]}" &  # a simple command: $! is the step itself, which gets the signal
+    pid=$!
+    while :; do
+        seen=$signals status=0
+        wait "$pid" || status=$?
+        # A wait cut short by the trap says nothing about the step: wait again.
+        [ "$signals" = "$seen" ] && break
+    done
+    trap - USR1
+    if [ "$signals" -gt 0 ] && { [ "$status" = 0 ] || [ "$status" = $((128 + 10)) ]; }; then
+        echo "requeueing job $SLURM_JOB_ID to resume from its checkpoint"
+        scontrol requeue "$SLURM_JOB_ID" || relrl_die "scontrol requeue failed: resubmit this job to resume"
+        exit 0
+    fi
+    return "$status"
+}
+
+# ---------------------------------------------------------------------------- site settings
+cd "$ROOT" || relrl_die "cannot enter $ROOT"
+load_site_env
+
+echo "job ${SLURM_JOB_NAME:-?} id ${SLURM_ARRAY_JOB_ID:-${SLURM_JOB_ID:-?}}${SLURM_ARRAY_TASK_ID:+_$SLURM_ARRAY_TASK_ID}" \
+    "on $(hostname -s), restart ${SLURM_RESTART_COUNT:-0}, $(date '+%F %T')"
+
+if [ -n "${SITE_MODULES:-}" ]; then
+    if ! type module >/dev/null 2>&1; then
+        for init in /etc/profile.d/lmod.sh /etc/profile.d/modules.sh; do
+            # shellcheck disable=SC1090,SC1091  # the site's module system
+            [ -f "$init" ] && source "$init" && break
+        done
+    fi
+    type module >/dev/null 2>&1 || relrl_die "SITE_MODULES is set but this node has no 'module' command"
+    for mod in $SITE_MODULES; do
+        module load "$mod" || relrl_die "module load $mod failed"
+    done
+fi
+
+# Caches: model weights and compiled kernels go where the site wants them, not to $HOME
+# (a cache variable already in the environment wins, as any setting does).
+cache="${SITE_CACHE_DIR:-.cache}"
+case "$cache" in /*) ;; *) cache="$ROOT/$cache" ;; esac
+export HF_HOME="${HF_HOME:-$cache/huggingface}" TORCH_HOME="${TORCH_HOME:-$cache/torch}"
+export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$cache/triton}" XDG_CACHE_HOME="${XDG_CACHE_HOME:-$cache}"
+export RELRL_CACHE="${RELRL_CACHE:-$cache/relrl}"
+if [ "${SITE_HF_OFFLINE:-0}" = 1 ]; then export HF_HUB_OFFLINE=1; fi
+export PYTHONUNBUFFERED=1  # log lines appear in the SLURM log as they are printed
+
+# The Python environment: a virtual environment folder, else a conda environment.
+PYTHON=python3
+if [ -n "${SITE_PYTHON_ENV:-}" ]; then
+    env_dir="$SITE_PYTHON_ENV"
+    case "$env_dir" in /*) ;; *) env_dir="$ROOT/$env_dir" ;; esac
+    if [ -x "$env_dir/bin/python" ]; then
+        export VIRTUAL_ENV="$env_dir" PATH="$env_dir/bin:$PATH"
+        PYTHON="$env_dir/bin/python"
+    elif type conda >/dev/null 2>&1; then
+        eval "$(conda shell.bash hook)"
+        conda activate "$SITE_PYTHON_ENV" || relrl_die "conda activate $SITE_PYTHON_ENV failed"
+        PYTHON=$(command -v python)
+    else
+        relrl_die "SITE_PYTHON_ENV=$SITE_PYTHON_ENV is neither a virtual environment nor a conda environment"
+    fi
+fi
+if [ -n "${SITE_APPTAINER_IMAGE:-}" ]; then
+    need_file "$SITE_APPTAINER_IMAGE"
+    type apptainer >/dev/null 2>&1 || relrl_die "SITE_APPTAINER_IMAGE is set but this node has no apptainer"
+fi

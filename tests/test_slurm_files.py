@@ -1,0 +1,327 @@
+"""The SLURM job files without a cluster: syntax, no personal data, the pipeline's sbatch lines,
+bad input stopping a job in its first second, and USR1 turning into checkpoint + requeue."""
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SLURM = ROOT / "slurm"
+JOB_FILES = sorted(SLURM.glob("*.sbatch"))
+SHELL_FILES = JOB_FILES + sorted(SLURM.glob("*.sh")) + [ROOT / ".ci" / "slurm_cluster.sh"]
+ALL_FILES = SHELL_FILES + [SLURM / "site.env.example", SLURM / "README.md"]
+GPU_JOBS = {"screen", "sft_kfold", "grpo", "evaluate", "gsm8k"}
+CPU_JOBS = {"generate_data", "screen_merge", "compare", "api_baselines"}
+
+
+def write_site_env(path: Path, **values) -> Path:
+    settings = {"SITE_PARTITION": "gpu-part", "SITE_PYTHON_ENV": "", "MODEL": "tiny-random",
+                "RUN_DIR": str(path.parent / "run"), "SCREEN_SHARDS": "3", "SFT_FOLDS": "2",
+                "SFT_FOLD": "1", "EVAL_STEPS": "2 4"}
+    settings.update(values)
+    path.write_text("".join(f"{k}={shlex.quote(v)}\n" for k, v in settings.items()))
+    return path
+
+
+def clean_env(**extra) -> dict:
+    """The caller's environment without any study or SLURM setting a job might read."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("SLURM_", "SITE_", "SBATCH_")) and k not in {
+               "MODEL", "RUN_DIR", "EXP", "CHECKPOINTS", "RELRL_ROOT"}}
+    env.update(extra)
+    return env
+
+
+def run_job(job: str, site_env: Path, unset=(), **extra) -> subprocess.CompletedProcess:
+    """A job file run by bash outside SLURM, as the batch shell would run it."""
+    env = clean_env(SITE_ENV=str(site_env), RELRL_ROOT=str(ROOT), **extra)
+    for name in unset:
+        env.pop(name, None)
+    return subprocess.run(["bash", str(SLURM / f"{job}.sbatch")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_every_kind_of_job_has_a_file():
+    assert {f.stem for f in JOB_FILES} == GPU_JOBS | CPU_JOBS
+
+
+@pytest.mark.parametrize("path", SHELL_FILES, ids=lambda p: p.name)
+def test_bash_syntax(path):
+    result = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("path", ALL_FILES, ids=lambda p: p.name)
+def test_no_personal_data(path):
+    text = path.read_text()
+    assert not re.search(r"[\w.+-]+@[\w-]+\.[a-z]{2,}", text, re.I), "an e-mail address"
+    assert not re.search(r"(/home/|/Users/|/gpfs/users/|~/)\w", text), "a home path"
+    for name in {os.environ.get("USER"), os.environ.get("LOGNAME")} - {None, "", "root"}:
+        assert not re.search(rf"\b{re.escape(name)}\b", text), f"the user name {name}"
+
+
+@pytest.mark.parametrize("path", JOB_FILES, ids=lambda p: p.stem)
+def test_job_files_leave_site_options_to_site_env(path):
+    options = re.findall(r"^#SBATCH\s+(--[\w-]+)", path.read_text(), re.M)
+    site_only = {"--partition", "--account", "--qos", "--mail-user", "--mem", "--cpus-per-task"}
+    assert not site_only & set(options)
+    kind = re.search(r"^#RELRL kind=(\w+)$", path.read_text(), re.M).group(1)
+    assert (kind in {"train", "eval"}) == (path.stem in GPU_JOBS)
+    assert ("--gres" in options) == (path.stem in GPU_JOBS)
+    if "run_resumable" in path.read_text():  # long steps checkpoint before the time limit
+        assert {"--signal", "--requeue", "--open-mode"} <= set(options)
+        assert "#SBATCH --signal=B:USR1@" in path.read_text()
+
+
+# ------------------------------------------------------------------ pipeline.sh --dry-run
+def dry_run(tmp_path, **values):
+    site = write_site_env(tmp_path / "site.env", **values)
+    env = clean_env(SITE_ENV=str(site))
+    return subprocess.run([str(SLURM / "pipeline.sh"), "--dry-run"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=30)
+
+
+def sbatch_lines(stdout: str) -> dict:
+    """{job file stem (+ EXP): parsed options} from the dry run's sbatch lines."""
+    jobs = {}
+    for line in stdout.splitlines():
+        if not line.startswith("sbatch "):
+            continue
+        words = shlex.split(line)
+        options = dict(w[2:].split("=", 1) for w in words[1:-1] if "=" in w)
+        flags = {w for w in words[1:-1] if "=" not in w}
+        name = Path(words[-1]).stem
+        if "EXP=" in options.get("export", ""):
+            name += "_" + options["export"].split("EXP=")[1]
+        jobs[name] = {**options, "flags": flags}
+    return jobs
+
+
+def test_pipeline_dry_run_chains_every_stage(tmp_path):
+    result = dry_run(tmp_path, SITE_GPU_TYPE="a100", SITE_GPUS="2", SITE_ACCOUNT="proj1",
+                     SITE_CPU_PARTITION="cpu-part", SITE_MEM="80G", SITE_TIME_TRAIN="20:00:00",
+                     SITE_TIME_EVAL="3:00:00", SITE_TIME_CPU="1:00:00")
+    assert result.returncode == 0, result.stderr
+    jobs = sbatch_lines(result.stdout)
+    assert list(jobs) == ["generate_data", "screen", "screen_merge", "sft_kfold", "grpo_exp7",
+                          "grpo_exp10", "evaluate", "compare"]
+    assert "dependency" not in jobs["generate_data"]
+    needs = {name: job.get("dependency") for name, job in jobs.items()}
+    assert needs == {"generate_data": None, "screen": "afterok:<generate>",
+                     "screen_merge": "afterok:<screen>", "sft_kfold": "afterok:<merge>",
+                     "grpo_exp7": "afterok:<sft>", "grpo_exp10": "afterok:<merge>",
+                     "evaluate": "afterok:<grpo_exp7>:<grpo_exp10>",
+                     "compare": "afterok:<evaluate>"}
+    assert all(job["kill-on-invalid-dep"] == "yes" for name, job in jobs.items()
+               if name != "generate_data")
+    assert jobs["screen"]["array"] == "0-2"  # SCREEN_SHARDS=3
+    assert jobs["sft_kfold"]["array"] == "0-1"  # SFT_FOLDS=2
+    assert jobs["evaluate"]["array"] == "0-4"  # SFT fold + 2 runs x 2 steps
+    for name, job in jobs.items():
+        assert "--parsable" in job["flags"]
+        assert job["account"] == "proj1"
+        assert "mail-user" not in job  # mail is off unless SITE_MAIL_USER is set
+        stem = name.split("_exp")[0]
+        if stem in GPU_JOBS:
+            assert (job["partition"], job["gres"], job["mem"]) == ("gpu-part", "gpu:a100:2", "80G")
+        else:
+            assert job["partition"] == "cpu-part" and "gres" not in job
+    times = {name: job["time"] for name, job in jobs.items()}
+    assert times == {"generate_data": "1:00:00", "screen": "3:00:00", "screen_merge": "1:00:00",
+                     "sft_kfold": "20:00:00", "grpo_exp7": "20:00:00", "grpo_exp10": "20:00:00",
+                     "evaluate": "3:00:00", "compare": "1:00:00"}
+    assert "CHECKPOINTS=" in jobs["evaluate"]["export"]
+    run = tmp_path / "run"
+    listed = [line[4:] for line in result.stdout.splitlines() if line.startswith("#   ")]
+    assert listed == [f"{run}/sft/adapters/fold_1 sft-fold_1",
+                      f"{run}/grpo_exp7/checkpoint-2 grpo_exp7-ckpt-2",
+                      f"{run}/grpo_exp10/checkpoint-2 grpo_exp10-ckpt-2",
+                      f"{run}/grpo_exp7/checkpoint-4 grpo_exp7-ckpt-4",
+                      f"{run}/grpo_exp10/checkpoint-4 grpo_exp10-ckpt-4"]
+    assert not run.exists(), "a dry run writes nothing"
+
+
+def test_pipeline_without_gpus_and_with_mail(tmp_path):
+    result = dry_run(tmp_path, SITE_GPUS="0", SITE_MAIL_USER="someone.example")
+    jobs = sbatch_lines(result.stdout)
+    assert jobs["grpo_exp7"]["gres"] == "none"
+    assert jobs["compare"]["mail-user"] == "someone.example"
+    assert jobs["compare"]["mail-type"] == "END,FAIL"
+
+
+def test_environment_wins_over_site_env(tmp_path):
+    site = write_site_env(tmp_path / "site.env")
+    env = clean_env(SITE_ENV=str(site), SITE_PARTITION="other", SCREEN_SHARDS="5")
+    result = subprocess.run([str(SLURM / "pipeline.sh"), "--dry-run"], env=env,
+                            capture_output=True, text=True, timeout=30)
+    jobs = sbatch_lines(result.stdout)
+    assert jobs["screen"]["partition"] == "other" and jobs["screen"]["array"] == "0-4"
+
+
+@pytest.mark.parametrize("missing", ["SITE_PARTITION", "MODEL", "SFT_FOLDS"])
+def test_pipeline_refuses_missing_setting(tmp_path, missing):
+    result = dry_run(tmp_path, **{missing: ""})
+    assert result.returncode == 2
+    assert f"{missing} is not set" in result.stderr
+    assert "sbatch" not in result.stdout
+
+
+def test_pipeline_without_site_env(tmp_path):
+    env = clean_env(SITE_ENV=str(tmp_path / "absent.env"))
+    result = subprocess.run([str(SLURM / "pipeline.sh"), "--dry-run"], env=env,
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 2
+    assert "copy slurm/site.env.example to slurm/site.env" in result.stderr
+
+
+def test_submit_dry_run_passes_options_after_the_site_ones(tmp_path):
+    site = write_site_env(tmp_path / "site.env", SITE_TIME_TRAIN="10:00:00")
+    env = clean_env(SITE_ENV=str(site))
+    result = subprocess.run([str(SLURM / "submit.sh"), "--dry-run", "grpo", "--time=1:00:00"],
+                            env=env, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    words = shlex.split(result.stdout)
+    assert words[0] == "sbatch" and words[-1] == str(SLURM / "grpo.sbatch")
+    assert words.index("--time=10:00:00") < words.index("--time=1:00:00")
+
+
+# ------------------------------------------------------------------ bad input, no cluster
+def test_job_stops_at_once_on_a_missing_setting(tmp_path):
+    site = write_site_env(tmp_path / "site.env", MODEL="")
+    result = run_job("screen", site)
+    assert result.returncode == 2
+    assert "MODEL is not set" in result.stderr and str(site) in result.stderr
+
+
+def test_job_stops_at_once_on_a_missing_input(tmp_path):
+    site = write_site_env(tmp_path / "site.env")
+    result = run_job("screen", site)
+    assert result.returncode == 2
+    assert f"input missing: {tmp_path}/run/data/train.jsonl" in result.stderr
+
+
+def test_evaluate_refuses_an_empty_checkpoint_list(tmp_path):
+    site = write_site_env(tmp_path / "site.env")
+    listing = tmp_path / "checkpoints.txt"
+    listing.write_text("# nothing yet\n\n")
+    result = run_job("evaluate", site, CHECKPOINTS=str(listing))
+    assert result.returncode == 2
+    assert f"the checkpoint list {listing} is empty" in result.stderr
+
+
+def test_evaluate_checks_every_checkpoint_before_work(tmp_path):
+    site = write_site_env(tmp_path / "site.env")
+    (tmp_path / "ok").mkdir()
+    data = tmp_path / "q.jsonl"
+    data.write_text("{}\n")
+    listing = tmp_path / "checkpoints.txt"
+    listing.write_text(f"{tmp_path}/ok\n{tmp_path}/gone  # a later one\n")
+    result = run_job("evaluate", site, CHECKPOINTS=str(listing), EVAL_DATASETS=str(data))
+    assert result.returncode == 2
+    assert f"input missing: {tmp_path}/gone" in result.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_grpo_refuses_an_unknown_experiment(tmp_path):
+    site = write_site_env(tmp_path / "site.env")
+    data = tmp_path / "mixed.jsonl"
+    data.write_text("{}\n")
+    result = run_job("grpo", site, EXP="exp9", GRPO_DATASET=str(data))
+    assert result.returncode == 2 and "EXP must be exp7 or exp10" in result.stderr
+
+
+def test_api_baselines_want_the_key_in_the_environment_not_in_site_env(tmp_path):
+    site = write_site_env(tmp_path / "site.env", API_MODELS="openai/o3-mini")
+    result = run_job("api_baselines", site, unset=["OPENROUTER_API_KEY"])
+    assert result.returncode == 2
+    assert "OPENROUTER_API_KEY is not set: export the API key" in result.stderr
+
+
+def test_gsm8k_needs_a_local_dataset_unless_told_to_use_the_hub(tmp_path):
+    site = write_site_env(tmp_path / "site.env")
+    result = run_job("gsm8k", site)
+    assert result.returncode == 2 and "GSM8K_DATASET is not set" in result.stderr
+
+
+def test_adapter_labels(tmp_path):
+    site = write_site_env(tmp_path / "site.env")
+    script = (f"ROOT={shlex.quote(str(ROOT))}; source \"$ROOT/slurm/prelude.sh\" >/dev/null; "
+              "adapter_label runs/x/sft/adapters/fold_4; adapter_label runs/x/grpo_exp7/checkpoint-80")
+    result = subprocess.run(["bash", "-c", script], env=clean_env(SITE_ENV=str(site)),
+                            capture_output=True, text=True, timeout=30)
+    assert result.stdout.split() == ["sft-fold_4", "grpo_exp7-checkpoint-80"], result.stderr
+
+
+def test_bad_python_env_is_reported(tmp_path):
+    site = write_site_env(tmp_path / "site.env", SITE_PYTHON_ENV=str(tmp_path / "no-env"))
+    result = run_job("compare", site, PATH="/usr/bin:/bin")
+    assert result.returncode == 2
+    assert "is neither a virtual environment nor a conda environment" in result.stderr
+
+
+# ------------------------------------------------------------------ USR1 -> checkpoint, requeue
+STEP = """
+import signal, sys, time
+def stop(signum, frame):
+    open(sys.argv[1], "w").write("checkpoint")
+    sys.exit(0)
+signal.signal(signal.SIGUSR1, stop)
+open(sys.argv[1] + ".ready", "w").close()
+time.sleep(60)
+sys.exit(5)
+"""
+
+BATCH = """
+set -euo pipefail
+ROOT={root}
+source "$ROOT/slurm/prelude.sh"
+run_resumable {step} {marker}
+echo "finished without a signal"
+"""
+
+
+def test_usr1_is_forwarded_and_the_job_requeues(tmp_path):
+    """The batch shell passes USR1 to the step, which checkpoints and exits 0; the shell then
+    asks SLURM to requeue the job (scontrol is a stand-in that records its arguments)."""
+    site = write_site_env(tmp_path / "site.env", SITE_PYTHON_ENV=str(Path(sys.prefix)))
+    (tmp_path / "bin").mkdir()
+    scontrol = tmp_path / "bin" / "scontrol"
+    scontrol.write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path}/scontrol.args\n")
+    scontrol.chmod(0o755)
+    step = tmp_path / "step.py"
+    step.write_text(STEP)
+    marker = tmp_path / "marker"
+    batch = tmp_path / "batch.sh"
+    batch.write_text(BATCH.format(root=shlex.quote(str(ROOT)), step=step, marker=marker))
+    env = clean_env(SITE_ENV=str(site), SLURM_JOB_ID="4242",
+                    PATH=f"{tmp_path}/bin:{os.environ['PATH']}")
+    shell = subprocess.Popen(["bash", str(batch)], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    for _ in range(300):  # the step has installed its handler
+        if Path(f"{marker}.ready").exists():
+            break
+        time.sleep(0.1)
+    shell.send_signal(signal.SIGUSR1)
+    out, err = shell.communicate(timeout=30)
+    assert shell.returncode == 0, err
+    assert marker.read_text() == "checkpoint"
+    assert (tmp_path / "scontrol.args").read_text().split() == ["requeue", "4242"]
+    assert "requeueing job 4242" in out and "finished without a signal" not in out
+
+
+def test_step_failure_without_a_signal_fails_the_job(tmp_path):
+    site = write_site_env(tmp_path / "site.env", SITE_PYTHON_ENV=str(Path(sys.prefix)))
+    step = tmp_path / "step.py"
+    step.write_text("import sys; sys.exit(3)\n")
+    batch = tmp_path / "batch.sh"
+    batch.write_text(BATCH.format(root=shlex.quote(str(ROOT)), step=step, marker="x"))
+    result = subprocess.run(["bash", str(batch)], env=clean_env(SITE_ENV=str(site)),
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 3
+    assert "requeueing" not in result.stdout
