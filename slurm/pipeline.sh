@@ -10,8 +10,9 @@
 # Settings come from slurm/site.env (or SITE_ENV=file); any of them can be overridden from the
 # environment, e.g. MODEL=tiny RUN_DIR=runs/try slurm/pipeline.sh. The evaluation covers the
 # SFT adapter of fold SFT_FOLD and checkpoint-N of both GRPO runs for N in EVAL_STEPS; its list
-# is written to RUN_DIR/checkpoints.txt. Job logs go to RUN_DIR/logs/. Prints "stage job-id"
-# lines; --dry-run prints the sbatch command lines instead and submits nothing.
+# is written to RUN_DIR/checkpoints.txt. The jobs read RUN_DIR/site.env, a copy of the settings
+# made at submission. Job logs go to RUN_DIR/logs/. Prints "stage job-id" lines; --dry-run
+# prints the sbatch command lines instead and submits nothing.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$ROOT/slurm/lib.sh"
@@ -21,7 +22,7 @@ dry_run=0
 case "${1:-}" in
     --dry-run) dry_run=1 ;;
     "") ;;
-    *) sed -n '2,16s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,15s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 esac
 
 cd "$ROOT"
@@ -47,7 +48,8 @@ submit() {
         JOB_ID="<$stage>"
         show "${command[@]}"
     else
-        JOB_ID=$("${command[@]}")
+        JOB_ID=$("${command[@]}") ||
+            relrl_die "sbatch refused the $stage job; the jobs listed above are queued (scancel them)"
         JOB_ID=${JOB_ID%%;*}
         echo "$stage $JOB_ID"
     fi
@@ -76,6 +78,9 @@ if [ "$dry_run" = 1 ]; then
 else
     mkdir -p "$logs"
     printf '%s\n' "${checkpoints[@]}" >"$list"
+    # The jobs read a copy: editing slurm/site.env later does not change a queued study.
+    [ "$SITE_ENV" -ef "$RUN_DIR/site.env" ] || cp "$SITE_ENV" "$RUN_DIR/site.env"
+    SITE_ENV=$(realpath "$RUN_DIR/site.env")
 fi
 
 # shellcheck disable=SC2046  # after() prints two options

@@ -41,7 +41,8 @@ def slurm_ready() -> str | None:
     except subprocess.TimeoutExpired:
         return "sinfo timed out"
     if state.returncode != 0 or not state.stdout.strip():
-        return f"no SLURM partition {PARTITION!r} answers ({state.stderr.strip()})"
+        why = (state.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"no SLURM partition {PARTITION!r} answers ({why})"
     return None
 
 
@@ -225,3 +226,4 @@ def test_pipeline_runs_every_stage_to_the_compare_table(work):
         f"{run}/sft/adapters/fold_0", f"{run}/grpo_exp7/checkpoint-2",
         f"{run}/grpo_exp10/checkpoint-2"]
     assert (run / "sft" / "cv_summary.json").is_file()
+    assert (run / "site.env").read_text() == site.read_text(), "the jobs' copy of the settings"
