@@ -76,10 +76,12 @@ def main(argv=None):
     args = parse_args(argv)
     settings = ev.settings_from_args(args)
     folder = Path(args.output_dir)
-    if not folder.is_dir():
-        raise UsageError(f"--output-dir: {folder} is not an existing folder")
+    if folder.exists() and not folder.is_dir() or not folder.parent.is_dir():
+        raise UsageError(f"--output-dir: {folder} is not a folder, nor one that can be made "
+                         f"in an existing folder")
     rows = load_dataset(args.dataset)[: args.max_questions]
     ev.check_rows(rows, args.dataset)
+    folder.mkdir(exist_ok=True)  # only once the input is known to be good
     fingerprint = questions_fingerprint(rows)
     output = folder / "screening.json"
 

@@ -16,6 +16,7 @@ question id, attempt number), so a resumed run ends exactly where an uninterrupt
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -32,7 +33,7 @@ from tqdm import tqdm
 from relrl.checkpointing import StopFlag, load_checkpoint, save_checkpoint
 from relrl.cli import UsageError
 from relrl.data import atomic_write_json, atomic_write_jsonl
-from relrl.dynamic_sampling import WASTE_KINDS, DynamicSampler, Group, QuestionSampler
+from relrl.dynamic_sampling import CollectionStopped, WASTE_KINDS, DynamicSampler, Group, QuestionSampler
 from relrl.grpo_loss import (ADVANTAGE_MODES, AGGREGATIONS, LossConfig, batch_counts,
                              group_advantages, overlong_penalty, policy_loss)
 
@@ -471,7 +472,14 @@ class GRPOTrainer:
             while (stopped_by := self.stop_reason()) is None and not stop.requested:
                 wanted = min(cfg.grad_accum, cfg.max_useful_steps - self.useful_steps)
                 t0 = time.perf_counter()
-                groups = self.sampler.collect(wanted)
+                # A long collect (up to grad_accum x max_resample rollouts) must not outlast
+                # SLURM's warning: stop between generation calls, forgetting the partial draw.
+                before = copy.deepcopy(self.sampler.state_dict())
+                try:
+                    groups = self.sampler.collect(wanted, should_stop=lambda: stop.requested)
+                except CollectionStopped:
+                    self.sampler.load_state_dict(before)
+                    break
                 t_sample = time.perf_counter() - t0
                 if not groups:
                     continue

@@ -155,3 +155,23 @@ def test_sampler_state_survives_a_json_round_trip():
     b.load_state_dict(state)
     assert b.counters == a.counters
     assert [b.questions.draw(2) for _ in range(5)] == [a.questions.draw(2) for _ in range(5)]
+
+
+def test_stop_between_generation_calls_restores_the_state_for_an_exact_redraw():
+    from relrl.dynamic_sampling import CollectionStopped
+
+    script = [C, W, I1, S, W, I2]
+    reference = sampler(list(script))
+    expected = reference.collect(2)
+
+    ds = sampler(list(script))
+    before = json.loads(json.dumps(ds.state_dict()))
+    calls = iter([False, True])  # stop arrives after the first generation call
+    with pytest.raises(CollectionStopped):
+        ds.collect(2, should_stop=lambda: next(calls))
+    ds.load_state_dict(before)
+    ds.rollout.script = list(script)  # a resumed run would regenerate the same rollouts
+    again = ds.collect(2)
+    assert [(g.index, g.attempt, g.rewards) for g in again] == \
+        [(g.index, g.attempt, g.rewards) for g in expected]
+    assert ds.counters.to_dict() == reference.counters.to_dict()
