@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: test demo install clean-cache
+.PHONY: test demo install clean-cache paper
 
 install: $(VENV)/.installed
 
@@ -29,3 +29,7 @@ demo: install
 
 clean-cache:
 	rm -rf .cache
+
+# The paper's tables from results/demo (needs Python only), then the PDFs (needs TeX).
+paper: install
+	$(MAKE) -C paper PY=$(abspath $(PY))

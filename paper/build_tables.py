@@ -44,6 +44,7 @@ SETS = [
 DEFAULT_STATS = [
     ("GRPO exp7 (SFT warm start)", "grpo_exp7/statistics.json"),
     ("GRPO exp10 (no SFT)", "grpo_exp10/statistics.json"),
+    ("GRPO exp7, pass-rate sampler", "grpo_exp7_passrate/statistics.json"),
 ]
 WASTE_KINDS = ("all_correct", "all_wrong", "same_partial")
 
@@ -62,7 +63,7 @@ def parse_args(argv=None):
                         help="set whose accuracy-by-screening-score table to show (default: the "
                         "first of heldout, holdout, train, ood that has one)")
     parser.add_argument("--training-plot", default=None,
-                        help="PNG of reward and waste by step (default <results-dir>/plots/training.png)")
+                        help="PNG of reward and waste by step (default <results-dir>/plots/holdout/training.png)")
     parser.add_argument("--note", default=None,
                         help="a line printed under every table, e.g. 'FAST run: not the full miniature'")
     parser.add_argument("--out", default=str(PAPER / "tables"), help="output folder (paper/tables)")
@@ -308,7 +309,7 @@ def main(argv=None):
     out = Path(args.out)
     if not out.parent.is_dir():
         raise UsageError(f"--out: folder {out.parent} does not exist")
-    plot = Path(args.training_plot) if args.training_plot else results / "plots" / "training.png"
+    plot = Path(args.training_plot) if args.training_plot else results / "plots" / "holdout" / "training.png"
 
     # Read and check everything before writing anything.
     compares = {name: load_compare(path) for name, path in paths.items()}

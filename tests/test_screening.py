@@ -111,11 +111,21 @@ def test_screening_bad_flags(tmp_path, capsys, extra, message):
     assert list(out.iterdir()) == []
 
 
-def test_screening_missing_output_dir(tmp_path, capsys):
+def test_screening_output_dir_in_a_missing_folder(tmp_path, capsys):
     data = write_rows(tmp_path / "d.jsonl", 3)
     code, _, err = run_script("screen_v4", ["--model", "tiny-random", "--dataset", data,
-                                            "--output-dir", tmp_path / "nope"], capsys)
+                                            "--output-dir", tmp_path / "nope" / "deeper"], capsys)
     assert code == 2 and "--output-dir" in err
+    assert not (tmp_path / "nope").exists()
+
+
+def test_screening_makes_its_output_folder_only_after_the_input_checks(tmp_path, capsys):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "q"}\n')
+    code, _, err = run_script("screen_v4", ["--model", "tiny-random", "--dataset", bad,
+                                            "--output-dir", tmp_path / "out"], capsys)
+    assert code == 2 and "bad.jsonl:1" in err
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.slow
