@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from relrl import evaluation as ev
-from relrl.cli import ArgumentParser, env_default, run_main
+from relrl.cli import ArgumentParser, run_main
 from relrl.data import load_dataset
 
 DEFAULT_MODEL = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
@@ -23,17 +23,13 @@ DEFAULT_MODEL = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
 def parse_args(argv=None):
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     ev.add_model_args(parser, DEFAULT_MODEL, base_label=False)
-    parser.add_argument("--adapter", default=env_default("LORA_PATH", None),
-                        help="LoRA adapter folder to evaluate (env LORA_PATH)")
+    ev.add_adapter_arg(parser)
     parser.add_argument("--base-results", required=True,
                         help="earlier result JSON of the base model on the same dataset "
                         "(a model result, or a pair file whose base side is used)")
     ev.add_eval_args(parser)
     args = parser.parse_args(argv)
-    if not args.adapter:
-        parser.error("--adapter is required (or set LORA_PATH)")
-    if not args.dataset:
-        parser.error("--dataset is required (or set DATASET_PATH)")
+    ev.require_adapter_and_dataset(parser, args)
     return args
 
 

@@ -359,6 +359,19 @@ def merged_model_result(rows: Sequence[dict], shard_results: Sequence[dict], wha
 # ---------------------------------------------------------------------------- CLI pieces
 
 
+def add_adapter_arg(parser) -> None:
+    parser.add_argument("--adapter", default=env_default("LORA_PATH", None),
+                        help="LoRA adapter folder to evaluate (env LORA_PATH)")
+
+
+def require_adapter_and_dataset(parser, args) -> None:
+    """Both may come from the environment, so argparse cannot mark them required."""
+    if not args.adapter:
+        parser.error("--adapter is required (or set LORA_PATH)")
+    if not args.dataset:
+        parser.error("--dataset is required (or set DATASET_PATH)")
+
+
 def add_eval_args(parser, *, samples: int = 1, temperature: float = 1.0, shards: bool = True) -> None:
     """Sampling, grading and (with `shards`) sharding flags shared by the evaluation scripts."""
     parser.add_argument("--samples", type=positive_int("--samples"), default=samples,

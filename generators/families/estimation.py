@@ -193,7 +193,7 @@ def _draw_zero(rng):
 def _solve_zero(p):
     x = math.log(1 - p["conf"]) / math.log(p["R"])
     n = math.ceil(x)
-    return n, [f"Zero failures: C = 1 - R^n, so n \\ge \\ln(1 - C)/\\ln R",
+    return n, ["Zero failures: C = 1 - R^n, so n \\ge \\ln(1 - C)/\\ln R",
                f"n \\ge \\ln({tex(1 - p['conf'])})/\\ln({p['R']}) = {tex(x)}",
                f"Round up: n = {n} units"]
 
@@ -233,7 +233,7 @@ def _solve_binom_lb(p):
     n, f, c = p["n"], p["f"], p["conf"]
     bound = stats.beta.ppf(1 - c, n - f, f + 1)
     if f == 0:
-        return bound, [f"With no failures, R_L^n = 1 - C, so R_L = (1 - C)^{{1/n}}",
+        return bound, ["With no failures, R_L^n = 1 - C, so R_L = (1 - C)^{1/n}",
                        f"R_L = {tex(1 - c)}^{{1/{n}}} = {tex(bound)}"]
     return bound, [
         f"R_L solves \\sum_{{i=0}}^{{{f}}} C({n}, i)(1 - R_L)^i R_L^{{{n}-i}} = 1 - C = "

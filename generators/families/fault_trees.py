@@ -237,7 +237,7 @@ def _solve_cut_exact(p):
                 lines.append(f"P({' '.join(''.join(c) for c in combo)}) = P({''.join(events)}) = "
                              f"{tex(terms[-1])}")
         total += (-1) ** (k + 1) * sum(terms)
-    lines.append(f"P(TOP) = \\sum P(C_i) - \\sum P(C_iC_j)"
+    lines.append("P(TOP) = \\sum P(C_i) - \\sum P(C_iC_j)"
                  + (" + P(C_1C_2C_3)" if len(cuts) == 3 else "") + f" = {tex(total)}")
     return total, lines
 

@@ -76,7 +76,7 @@ def _draw_ee(rng):
 
 def _solve_ee(p):
     r = p["mS"] / (p["mS"] + p["ms"])
-    return r, [f"R = P(S > s) = \\lambda_s/(\\lambda_s + \\lambda_S) = \\mu_S/(\\mu_S + \\mu_s)",
+    return r, ["R = P(S > s) = \\lambda_s/(\\lambda_s + \\lambda_S) = \\mu_S/(\\mu_S + \\mu_s)",
                f"R = {txt(p['mS'])}/({txt(p['mS'])} + {txt(p['ms'])}) = {tex(r)}"]
 
 

@@ -89,8 +89,8 @@ PARALLEL = Family(
     draw=_draw_parallel, solve=_solve_parallel, bounds=PROB,
     phrasings=(
         lambda p: (f"{len(p['rs'])} {p['_names'][0]}s are connected in active parallel with "
-                   f"reliabilities " + ", ".join(map(str, p["rs"])) + ". What is the "
-                   f"reliability of the system?"),
+                   "reliabilities " + ", ".join(map(str, p["rs"])) + ". What is the "
+                   "reliability of the system?"),
         lambda p: (f"A function is performed if at least one of {len(p['rs'])} redundant "
                    f"{p['_names'][0]}s works. Their mission reliabilities are "
                    + " and ".join(map(str, p["rs"])) + ". Find the mission reliability."),
@@ -410,7 +410,7 @@ def _draw_pair_mttf(rng):
 def _solve_pair_mttf(p):
     l1, l2 = p["lams"]
     m = 1 / l1 + 1 / l2 - 1 / (l1 + l2)
-    return m, [f"MTTF = 1/\\lambda_1 + 1/\\lambda_2 - 1/(\\lambda_1 + \\lambda_2)",
+    return m, ["MTTF = 1/\\lambda_1 + 1/\\lambda_2 - 1/(\\lambda_1 + \\lambda_2)",
                f"= {tex(1 / l1)} + {tex(1 / l2)} - {tex(1 / (l1 + l2))} = {tex(m)} hours"]
 
 
