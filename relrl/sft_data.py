@@ -123,13 +123,8 @@ def collate_examples(examples: list[Example], pad_id: int) -> Batch:
     return collate([(e.prompt_ids, e.completion_ids) for e in examples], pad_id)
 
 
-def epoch_order(n: int, seed: int, epoch: int) -> list[int]:
-    """The order items are visited in one epoch: a permutation fixed by (seed, epoch), so a
-    resumed run visits the same items in the same order as an uninterrupted one."""
-    return np.random.default_rng([seed, epoch]).permutation(n).tolist()
-
-
 def optimizer_batches(n: int, batch_size: int, seed: int, epoch: int) -> list[list[int]]:
-    """The item indices of each optimiser step in one epoch (the last one may be short)."""
-    order = epoch_order(n, seed, epoch)
+    """The item indices of each optimiser step in one epoch (the last one may be short), in an
+    order fixed by (seed, epoch): a resumed run visits the items as an uninterrupted one."""
+    order = np.random.default_rng([seed, epoch]).permutation(n).tolist()
     return [order[i:i + batch_size] for i in range(0, n, batch_size)]

@@ -71,6 +71,7 @@ class LoopConfig:
         def need(ok, flag, why):
             if not ok:
                 raise UsageError(f"{flag}: {why}")
+        need(self.seed >= 0, "--seed", f"must be >= 0, got {self.seed}")
         need(self.learning_rate > 0, "--learning-rate", f"must be > 0, got {self.learning_rate}")
         need(0 <= self.warmup_ratio < 1, "--warmup-ratio", f"must be in [0, 1), got {self.warmup_ratio}")
         need(self.weight_decay >= 0, "--weight-decay", f"must be >= 0, got {self.weight_decay}")
