@@ -4,14 +4,16 @@ over every position at once.
 The decoder runs once per micro-batch; the hidden states of real completion tokens (padding
 skipped) then go through lm_head a chunk of tokens at a time, and under autograd each chunk is
 checkpointed so only the hidden states are kept for the backward pass. With Qwen3's 151k
-vocabulary, 3,072 positions of float32 logits would be 1.9 GB per sequence; a 256-token chunk
-is 156 MB.
+vocabulary, 3,072 positions of float32 logits would be 1.9 GB per sequence; a chunk's logits
+are held to 32 MB.
 This assumes logits = lm_head(last hidden state), true of Qwen, Llama and Mistral models.
 """
 from __future__ import annotations
 
 import torch
 from torch.utils.checkpoint import checkpoint
+
+LOGITS_PER_CHUNK = 1 << 23  # 32 MB of float32 logits: 55 tokens of Qwen3's vocabulary
 
 
 def _parts(model):
@@ -30,20 +32,23 @@ def _chunk_stats(head, hidden: torch.Tensor, targets: torch.Tensor, with_entropy
 
 
 def completion_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                        logits_start: int, micro_batch: int = 8, *, chunk_size: int = 256,
+                        logits_start: int, micro_batch: int = 8, *, chunk_size: int | None = None,
                         return_entropy: bool = False):
     """log p(input_ids[:, t] | input_ids[:, :t]) for t in [logits_start, T), shape
     (B, T - logits_start), 0 where attention_mask is 0. With return_entropy, also the entropy of
     the predictive distribution at those positions (same shape).
 
     Left-pad prompts so every completion starts at `logits_start`. Only real completion tokens
-    go through lm_head, `chunk_size` tokens at a time. Under autograd the whole batch's graph
+    go through lm_head, `chunk_size` tokens at a time (default: as many as keep one chunk's
+    logits at LOGITS_PER_CHUNK floats, whatever the vocabulary). Under autograd the whole batch's graph
     stays alive until backward, so a trainer short of memory calls this once per micro-batch
     and steps backward in between; `micro_batch` bounds the decoder passes.
     """
     if not 1 <= logits_start < input_ids.shape[1]:
         raise ValueError(f"logits_start must be in [1, {input_ids.shape[1]}), got {logits_start}")
     decoder, head = _parts(model)
+    if chunk_size is None:
+        chunk_size = max(16, LOGITS_PER_CHUNK // head.weight.shape[0])
     grad = torch.is_grad_enabled()
     token_parts, entropy_parts = [], []
     for first in range(0, input_ids.shape[0], micro_batch):

@@ -63,7 +63,8 @@ def _check_causal_lm(name_or_path: str, flag: str):
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"{flag}: cannot load a model config from {name_or_path}: {first}") from None
     if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING:
-        raise UsageError(f"{flag}: {name_or_path} is a {config.model_type!r} model, not a causal language model")
+        raise UsageError(f"{flag}: {name_or_path} is a {config.model_type!r} model, "
+                         "not a causal language model")
     return config
 
 
@@ -233,7 +234,8 @@ def _check_adapter_matches(model, folder: Path, flag: str) -> None:
         if actual is not None and actual != expected:
             side = "input" if ".lora_A." in key else "output"
             raise UsageError(f"{flag}: {folder} does not match this model: {module_name} has {side} "
-                             f"size {actual}, the adapter expects {expected} (trained on another base model?)")
+                             f"size {actual}, the adapter expects {expected} "
+                             "(trained on another base model?)")
 
 
 def load_adapter(model, path, trainable: bool, flag: str = "--adapter"):
