@@ -14,23 +14,31 @@ is skipped, and every script resumes from its own progress files: a killed demo 
 import os
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from relrl.cli import ArgumentParser, run_main  # noqa: E402
-from relrl.data import read_json  # noqa: E402
+from relrl.cli import ArgumentParser, positive_int, run_main  # noqa: E402
+from relrl.data import atomic_write_json, load_dataset, read_json  # noqa: E402
+from relrl.evaluation import compare_models, with_records  # noqa: E402
+from relrl.demo_report import SET_TITLES, build_report, slug, splice_results_md  # noqa: E402
 
 # Sizes of the two versions. Tuned on validation accuracy only, never on the test sets.
+# Chosen on the validation split and the training questions (runs/tune, see RESULTS.md),
+# never on the held-out, holdout or out-of-distribution sets.
 CONFIGS = {
-    "full": dict(n_master=600, paraphrases=2, val_frac=0.12, holdout_frac=0.2,
-                 ood_topics="growth,spares,importance", screen_samples=4,
-                 sft_epochs=2, grpo_steps=60, grpo_val_every=10, eval_max_new_tokens=160),
+    "full": dict(n_master=1560, paraphrases=2, val_frac=0.08, holdout_frac=0.6,
+                 ood_topics="growth,spares,importance", screen_samples=4, max_new_tokens=160,
+                 sft_epochs=2, sft_lr=2e-4, grpo_steps=300, grpo_val_every=50, grpo_lr=2e-3,
+                 grpo_grad_accum=4),
     "fast": dict(n_master=150, paraphrases=1, val_frac=0.15, holdout_frac=0.2,
-                 ood_topics="growth,spares,importance", screen_samples=4,
-                 sft_epochs=1, grpo_steps=8, grpo_val_every=4, eval_max_new_tokens=160),
+                 ood_topics="growth,spares,importance", screen_samples=4, max_new_tokens=160,
+                 sft_epochs=1, sft_lr=2e-4, grpo_steps=8, grpo_val_every=4, grpo_lr=2e-3,
+                 grpo_grad_accum=4),
 }
 # Sequences per generate call: a tiny model on a CPU is bound by per-token overhead, so bigger
 # batches are faster; it never changes a result (per-question seeds).
@@ -38,29 +46,55 @@ MICRO_BATCH = 64
 RESULTS_START, RESULTS_END = "<!-- demo-results:start -->", "<!-- demo-results:end -->"
 
 
+def _shown(arg) -> str:
+    """Paths inside the repository relative to it, so logs and result files name them portably."""
+    if isinstance(arg, Path) and arg.is_relative_to(ROOT):
+        return str(arg.relative_to(ROOT))
+    return str(arg)
+
+
 class Demo:
-    def __init__(self, fast: bool, seed: int, work: Path, out: Path):
+    def __init__(self, fast: bool, seed: int, work: Path, out: Path, lanes: int):
         self.cfg = CONFIGS["fast" if fast else "full"]
         self.fast, self.seed, self.work, self.out = fast, seed, work, out
         self.timings: list[tuple[str, float]] = []
         self.py = sys.executable
+        self.lanes, self.lock = lanes, threading.Lock()
 
-    def run(self, stage: str, args: list, done: Path | None = None) -> None:
-        """Run one script unless `done` exists; its output goes to work/logs/<stage>.log."""
+    def say(self, line: str) -> None:
+        with self.lock:  # lines from stages running side by side must not interleave
+            print(f"[demo] {line}", flush=True)
+
+    def run(self, stage: str, args: list, done: Path | None = None, processes: int = 1) -> None:
+        """Run one script unless `done` exists; its output goes to work/logs/<stage>.log.
+        With `processes` running at once each gets its share of the cores as threads: a
+        few-million-parameter model gains more from two one-thread processes than from one
+        process on two threads."""
         if done is not None and done.exists():
-            print(f"[demo] {stage}: done already ({done})", flush=True)
+            self.say(f"{stage}: done already ({done})")
             return
-        cmd = [self.py, *map(str, args)]
+        cmd = [self.py, *map(_shown, args)]
         log = self.work / "logs" / f"{stage}.log"
-        print(f"[demo] {stage}: {' '.join(cmd[1:])}", flush=True)
+        self.say(f"{stage}: {' '.join(cmd[1:])}")
+        env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // processes))}
         start = time.time()
         with open(log, "w") as handle:
-            proc = subprocess.run(cmd, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT)
+            proc = subprocess.run(cmd, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, env=env)
         self.timings.append((stage, time.time() - start))
         if proc.returncode != 0:
             tail = log.read_text().strip().splitlines()[-5:]
             raise SystemExit(f"[demo] {stage} failed (exit {proc.returncode}); see {log}:\n"
                              + "\n".join(tail))
+
+    def run_side_by_side(self, jobs: list[tuple], lanes: int | None = None) -> None:
+        """Independent `run` jobs (stage, args, done), `lanes` (default --jobs) at a time; the
+        first failure is raised once the others have finished, so no finished work is lost."""
+        lanes = min(lanes or self.lanes, len(jobs))
+        with ThreadPoolExecutor(lanes) as pool:
+            futures = [pool.submit(self.run, *job, processes=lanes) for job in jobs]
+        for future in futures:
+            if future.exception() is not None:
+                raise future.exception()
 
     # ------------------------------------------------------------------ stages
     def data(self) -> None:
@@ -81,41 +115,50 @@ class Demo:
     def screen(self) -> None:
         c, d = self.cfg, self.work / "data"
         common = ["--model", "tiny", "--samples", c["screen_samples"], "--seed", self.seed,
-                  "--max-new-tokens", c["eval_max_new_tokens"], "--micro-batch", MICRO_BATCH]
+                  "--max-new-tokens", c["max_new_tokens"], "--micro-batch", MICRO_BATCH]
         # The training pool splits into mixed (GRPO) and non-mixed (SFT), as in the study;
         # the holdout is screened too, so its mixed part is a held-out "mixed-style" test set.
+        jobs = []
         for name, source in (("screen", "train.jsonl"), ("screen_holdout", "holdout.jsonl")):
             out = self.work / name
             out.mkdir(exist_ok=True)
-            self.run(name, ["evaluation/screen_v4.py", "--dataset", d / source,
-                            "--output-dir", out, *common], done=out / "mixed.jsonl")
-
-    def sft(self) -> None:
-        c = self.cfg
-        self.run("sft", ["training/sft_qwen3_kfold.py", "--model", "tiny", "--dataset",
-                         self.work / "screen" / "non_mixed.jsonl", "--output-dir",
-                         self.work / "sft", "--folds", 1, "--train-all", "--epochs",
-                         c["sft_epochs"], "--seed", self.seed], done=self.sft_adapter)
+            jobs.append((name, ["evaluation/screen_v4.py", "--dataset", d / source,
+                                "--output-dir", out, *common], out / "mixed.jsonl"))
+        self.run_side_by_side(jobs)
 
     @property
     def sft_adapter(self) -> Path:
         return self.work / "sft" / "adapters" / "all"
 
-    def grpo(self) -> None:
+    def train(self) -> None:
+        """SFT warm start, then the three GRPO runs side by side."""
         c = self.cfg
+        sft = ("sft", ["training/sft_qwen3_kfold.py", "--model", "tiny", "--dataset",
+                       self.work / "screen" / "non_mixed.jsonl", "--output-dir",
+                       self.work / "sft", "--folds", 1, "--train-all", "--epochs",
+                       c["sft_epochs"], "--learning-rate", c["sft_lr"], "--seed", self.seed],
+               self.sft_adapter)
         common = ["--model", "tiny", "--dataset", self.work / "screen" / "mixed.jsonl",
                   "--val-dataset", self.work / "data" / "val.jsonl", "--seed", self.seed,
                   "--max-useful-steps", c["grpo_steps"], "--val-every", c["grpo_val_every"],
-                  "--save-every", c["grpo_val_every"], "--max-new-tokens",
-                  c["eval_max_new_tokens"]]
-        runs = {"exp7": ["training/grpo_exp7_dynamic.py", "--sft-adapter", self.sft_adapter],
-                "exp10": ["training/grpo_exp10_nosft.py"],
-                "exp7_passrate": ["training/grpo_exp7_dynamic.py", "--sft-adapter",
-                                  self.sft_adapter, "--pass-rate-sampler"]}
-        for name, script in runs.items():
+                  "--save-every", c["grpo_val_every"], "--max-new-tokens", c["max_new_tokens"],
+                  "--learning-rate", c["grpo_lr"], "--grad-accum", c["grpo_grad_accum"],
+                  # DAPO-style batches: 16 questions x G=4 per generation call fill the CPU.
+                  "--sampling-mode", "batch", "--gen-batch", 16, "--gen-micro-batch", MICRO_BATCH]
+        warm = ["--sft-adapter", self.sft_adapter]
+
+        def grpo(name, script, *extra):
             out = self.work / name
-            self.run(f"grpo_{name}", [*script, *common, "--output-dir", out],
-                     done=out / "statistics.json")
+            return (f"grpo_{name}", [script, *extra, *common, "--output-dir", out],
+                    out / "statistics.json")
+
+        self.run(*sft)
+        runs = [grpo("exp7", "training/grpo_exp7_dynamic.py", *warm),
+                grpo("exp7_passrate", "training/grpo_exp7_dynamic.py", *warm,
+                     "--pass-rate-sampler"),
+                grpo("exp10", "training/grpo_exp10_nosft.py")]
+        # Three runs of one length: all at once ends sooner than two and then one.
+        self.run_side_by_side(runs, lanes=len(runs) if self.lanes > 1 else 1)
 
     def final_checkpoint(self, run: str) -> Path:
         stats = read_json(self.work / run / "statistics.json")
@@ -129,30 +172,54 @@ class Demo:
                 "GRPO exp10 best": self.work / "exp10" / "best"}
 
     def evaluate(self) -> None:
-        """The first adapter with evaluate_single (base and adapter, paired); the others with
-        evaluate_finetuned_only against that run's base results, so the base runs once per set."""
+        """Per set, the first adapter with evaluate_single (base and adapter, paired); then the
+        others with evaluate_finetuned_only against that base, so the base runs once per set."""
         c = self.cfg
+        firsts, rest = [], []
         for name, dataset in self.eval_sets().items():
             out = self.out / "eval" / name
             out.mkdir(parents=True, exist_ok=True)
             common = ["--model", "tiny", "--dataset", dataset, "--seed", self.seed,
-                      "--max-new-tokens", c["eval_max_new_tokens"], "--micro-batch", MICRO_BATCH]
-            first = None
+                      "--max-new-tokens", c["max_new_tokens"], "--micro-batch", MICRO_BATCH]
+            jobs = []
             for label, adapter in self.models().items():
-                target = out / (label.lower().replace(" ", "_") + ".json")
-                if first is None:
-                    args = ["evaluation/evaluate_single.py", "--base-label", "base"]
-                    first = target
-                else:
-                    args = ["evaluation/evaluate_finetuned_only.py", "--base-results", first]
-                self.run(f"eval_{name}_{target.stem}", [*args, *common, "--adapter", adapter,
-                                                        "--label", label, "--output", target],
-                         done=target)
+                target = out / f"{slug(label)}.json"
+                args = ["evaluation/evaluate_finetuned_only.py", "--base-results",
+                        jobs[0][2]] if jobs else ["evaluation/evaluate_single.py", "--base-label",
+                                                  "base"]
+                jobs.append((f"eval_{name}_{target.stem}", [*args, *common, "--adapter", adapter,
+                                                            "--label", label, "--output", target],
+                             target))
+            firsts.append(jobs[0])
+            rest += jobs[1:]
+        self.run_side_by_side(firsts)
+        self.run_side_by_side(rest)
+        self.heldout_from_holdout()
+
+    def heldout_from_holdout(self) -> None:
+        """The held-out mixed-style results: the holdout results on the questions the base was
+        mixed on in screening. Each question's completions depend only on its own seed, so these
+        are the records a separate run on that subset would write, without sampling them twice."""
+        mixed = {row["id"]: row for row in load_dataset(self.work / "screen_holdout" / "mixed.jsonl")}
+        source, dest = self.out / "eval" / "holdout", self.out / "eval" / "heldout"
+        dest.mkdir(parents=True, exist_ok=True)
+
+        def subset(result: dict) -> dict:
+            records = [{**r, "base_score": mixed[r["id"]]["base_score"],
+                        "base_samples": mixed[r["id"]]["base_samples"]}
+                       for r in result["results"] if r["id"] in mixed]
+            return {**with_records(result, records),
+                    "dataset": _shown(self.work / "screen_holdout" / "mixed.jsonl")}
+
+        for label in self.models():
+            pair = read_json(source / f"{slug(label)}.json")
+            atomic_write_json(dest / f"{slug(label)}.json",
+                              compare_models(subset(pair["base"]), subset(pair["finetuned"])))
 
     def eval_sets(self) -> dict[str, Path]:
+        """The sets sampled; the held-out mixed-style set is taken from the holdout's results."""
         d = self.work / "data"
         return {"train": self.work / "screen" / "mixed.jsonl",
-                "heldout": self.work / "screen_holdout" / "mixed.jsonl",
                 "holdout": d / "holdout.jsonl", "ood": d / "ood.jsonl"}
 
     def report(self) -> None:
@@ -163,7 +230,8 @@ class Demo:
             dest.mkdir(exist_ok=True)
             for name in ("statistics.json", "train_log.jsonl"):
                 (dest / name).write_bytes((self.work / run / name).read_bytes())
-        for name in self.eval_sets():
+        for name in SET_TITLES:
+            (plots / name).mkdir(exist_ok=True)
             files = sorted((self.out / "eval" / name).glob("*.json"))
             extra = []
             if name == "holdout":  # one call also draws the training curves
@@ -176,63 +244,15 @@ class Demo:
                                          "--plots-dir", plots / name, *extra])
         self.write_report()
 
-    def waste_rows(self) -> list[dict]:
-        """Generation waste of the GRPO runs, from their statistics files."""
-        rows = []
-        for run, label in (("exp7", "exp7, uniform question draws"),
-                           ("exp7_passrate", "exp7, pass-rate sampler"),
-                           ("exp10", "exp10, uniform question draws")):
-            s = read_json(self.out / f"grpo_{run}" / "statistics.json")
-            rows.append({"run": label, "useful_steps": s["useful_steps"],
-                         "groups": s["total_attempts"], "wasted": s["wasted_steps"],
-                         "waste_rate": s["waste_rate"], "best_step": s.get("best_step"),
-                         "best_val_accuracy": s.get("best_val_accuracy")})
-        return rows
-
     def write_report(self) -> None:
-        label = "FAST demo (a quick look: small data, few steps; not the miniature study)" \
-            if self.fast else "Miniature study (`make demo`)"
-        parts = [f"# {label}", "",
-                 f"Seed {self.seed}. Every number below was computed by the scripts from the "
-                 f"files in `{os.path.relpath(self.out, ROOT)}/`; rerun with `python demo.py"
-                 f"{' --fast' if self.fast else ''}` to reproduce it.", ""]
-        for name in self.eval_sets():
-            parts += [(self.out / f"compare_{name}.md").read_text().strip(), ""]
-        parts += ["## Dynamic sampling: generated groups that carry no learning signal", "",
-                  "Without dynamic sampling every such group would be a zero-gradient update; "
-                  "with it (all runs here) they are dropped before the update and redrawn, so the "
-                  "waste is paid in generation time instead.", "",
-                  "| Run | Useful steps | Groups generated | Zero-signal groups | Waste rate | "
-                  "Best validation step (accuracy) |", "|---|---|---|---|---|---|"]
-        for r in self.waste_rows():
-            best = "-" if r["best_step"] is None else \
-                f"{r['best_step']} ({100 * r['best_val_accuracy']:.1f}%)"
-            parts.append(f"| {r['run']} | {r['useful_steps']} | {r['groups']} | {r['wasted']} | "
-                         f"{100 * r['waste_rate']:.1f}% | {best} |")
-        parts += ["", "![training curves](plots/holdout/training.png)", "",
-                  "## Stage times (this run)", "", "| Stage | Seconds |", "|---|---|"]
-        parts += [f"| {stage} | {sec:.0f} |" for stage, sec in self.timings]
-        text = "\n".join(parts) + "\n"
+        text = build_report(self.out, fast=self.fast, seed=self.seed,
+                            out_name=os.path.relpath(self.out, ROOT), timings=self.timings)
         (self.out / "report.md").write_text(text)
         if not self.fast:
-            update_results_md(text)
+            splice_results_md(ROOT / "RESULTS.md", text, RESULTS_START, RESULTS_END)
 
 
-SET_TITLES = {
-    "train": "Mixed training questions (in-distribution, as the study reported)",
-    "heldout": "Held-out mixed-style questions (unseen groups, training families)",
-    "holdout": "Holdout (unseen groups, training families, all difficulties)",
-    "ood": "Out-of-distribution topics (never trained on by SFT or GRPO)",
-}
-
-
-def update_results_md(report: str) -> None:
-    """Replace the generated section of RESULTS.md, leaving the hand-written text alone."""
-    path = ROOT / "RESULTS.md"
-    text = path.read_text()
-    start, end = text.index(RESULTS_START), text.index(RESULTS_END)
-    body = report.replace("](plots/", "](results/demo/plots/").replace("\n# ", "\n### ", 1)
-    path.write_text(text[:start + len(RESULTS_START)] + "\n" + body + text[end:])
+STAGES = ("data", "tiny", "screen", "train", "evaluate", "report")
 
 
 def parse_args(argv=None):
@@ -243,6 +263,11 @@ def parse_args(argv=None):
                         help="datasets, adapters and checkpoints (default runs/demo[-fast])")
     parser.add_argument("--results-dir", default=None,
                         help="result JSONs, tables, plots (default results/demo[-fast])")
+    parser.add_argument("--jobs", type=positive_int("--jobs"), default=min(2, os.cpu_count() or 1),
+                        help="stages run side by side where independent (default: 2, or 1 on "
+                        "a one-core machine)")
+    parser.add_argument("--stop-after", choices=STAGES, default=None,
+                        help="stop after this stage (a rerun without it carries on from there)")
     return parser.parse_args(argv)
 
 
@@ -253,11 +278,12 @@ def main(argv=None) -> int:
     out = Path(args.results_dir or ROOT / "results" / f"demo{suffix}").resolve()
     for folder in (work / "data", work / "logs", out):
         folder.mkdir(parents=True, exist_ok=True)
-    demo = Demo(args.fast, args.seed, work, out)
+    demo = Demo(args.fast, args.seed, work, out, args.jobs)
     started = time.time()
-    for stage in (demo.data, demo.tiny, demo.screen, demo.sft, demo.grpo, demo.evaluate,
-                  demo.report):
-        stage()
+    for name in STAGES:
+        getattr(demo, name)()
+        if name == args.stop_after:
+            break
     print(f"\n[demo] finished in {time.time() - started:.0f} s")
     for stage, seconds in demo.timings:
         print(f"  {stage:<40} {seconds:6.0f} s")
