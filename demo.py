@@ -34,11 +34,11 @@ CONFIGS = {
     "full": dict(n_master=1560, paraphrases=2, val_frac=0.08, holdout_frac=0.6,
                  ood_topics="growth,spares,importance", screen_samples=4, max_new_tokens=160,
                  sft_epochs=2, sft_lr=2e-4, grpo_steps=300, grpo_val_every=50, grpo_lr=2e-3,
-                 grpo_grad_accum=4),
+                 grpo_warm_lr=1e-3, grpo_grad_accum=4),
     "fast": dict(n_master=150, paraphrases=1, val_frac=0.15, holdout_frac=0.2,
                  ood_topics="growth,spares,importance", screen_samples=4, max_new_tokens=160,
                  sft_epochs=1, sft_lr=2e-4, grpo_steps=8, grpo_val_every=4, grpo_lr=2e-3,
-                 grpo_grad_accum=4),
+                 grpo_warm_lr=1e-3, grpo_grad_accum=4),
 }
 # Sequences per generate call: a tiny model on a CPU is bound by per-token overhead, so bigger
 # batches are faster; it never changes a result (per-question seeds).
@@ -89,6 +89,8 @@ class Demo:
     def run_side_by_side(self, jobs: list[tuple], lanes: int | None = None) -> None:
         """Independent `run` jobs (stage, args, done), `lanes` (default --jobs) at a time; the
         first failure is raised once the others have finished, so no finished work is lost."""
+        if not jobs:
+            return
         lanes = min(lanes or self.lanes, len(jobs))
         with ThreadPoolExecutor(lanes) as pool:
             futures = [pool.submit(self.run, *job, processes=lanes) for job in jobs]
@@ -118,13 +120,21 @@ class Demo:
                   "--max-new-tokens", c["max_new_tokens"], "--micro-batch", MICRO_BATCH]
         # The training pool splits into mixed (GRPO) and non-mixed (SFT), as in the study;
         # the holdout is screened too, so its mixed part is a held-out "mixed-style" test set.
-        jobs = []
-        for name, source in (("screen", "train.jsonl"), ("screen_holdout", "holdout.jsonl")):
+        # Each set in --jobs shards, merged after, so the lanes finish together; merged shards
+        # are the unsharded result (per-question seeds).
+        shards, merges = [], []
+        for name, source in (("screen_holdout", "holdout.jsonl"), ("screen", "train.jsonl")):
             out = self.work / name
             out.mkdir(exist_ok=True)
-            jobs.append((name, ["evaluation/screen_v4.py", "--dataset", d / source,
-                                "--output-dir", out, *common], out / "mixed.jsonl"))
-        self.run_side_by_side(jobs)
+            args = ["evaluation/screen_v4.py", "--dataset", d / source, "--output-dir", out, *common]
+            if self.lanes == 1:
+                shards.append((name, args, out / "mixed.jsonl"))
+                continue
+            shards += [(f"{name}_{i}of{self.lanes}", [*args, "--shard", f"{i}/{self.lanes}"],
+                        out / "mixed.jsonl") for i in range(self.lanes)]
+            merges.append((f"{name}_merge", [*args, "--merge"], out / "mixed.jsonl"))
+        self.run_side_by_side(shards)
+        self.run_side_by_side(merges)
 
     @property
     def sft_adapter(self) -> Path:
@@ -142,10 +152,12 @@ class Demo:
                   "--val-dataset", self.work / "data" / "val.jsonl", "--seed", self.seed,
                   "--max-useful-steps", c["grpo_steps"], "--val-every", c["grpo_val_every"],
                   "--save-every", c["grpo_val_every"], "--max-new-tokens", c["max_new_tokens"],
-                  "--learning-rate", c["grpo_lr"], "--grad-accum", c["grpo_grad_accum"],
+                  "--grad-accum", c["grpo_grad_accum"],
                   # DAPO-style batches: 16 questions x G=4 per generation call fill the CPU.
                   "--sampling-mode", "batch", "--gen-batch", 16, "--gen-micro-batch", MICRO_BATCH]
-        warm = ["--sft-adapter", self.sft_adapter]
+        # The SFT adapter scales its update by alpha/r = 32/16 = 2, exp10's fresh one by
+        # 32/32 = 1: the warm start gets half the learning rate for the same step size.
+        warm = ["--sft-adapter", self.sft_adapter, "--learning-rate", c["grpo_warm_lr"]]
 
         def grpo(name, script, *extra):
             out = self.work / name
@@ -156,7 +168,7 @@ class Demo:
         runs = [grpo("exp7", "training/grpo_exp7_dynamic.py", *warm),
                 grpo("exp7_passrate", "training/grpo_exp7_dynamic.py", *warm,
                      "--pass-rate-sampler"),
-                grpo("exp10", "training/grpo_exp10_nosft.py")]
+                grpo("exp10", "training/grpo_exp10_nosft.py", "--learning-rate", c["grpo_lr"])]
         # Three runs of one length: all at once ends sooner than two and then one.
         self.run_side_by_side(runs, lanes=len(runs) if self.lanes > 1 else 1)
 
