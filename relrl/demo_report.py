@@ -73,7 +73,7 @@ def findings(out: Path) -> list[str]:
     warm = _head_to_head(out, "heldout", "GRPO exp10 best", "GRPO exp7 best")
     best, final = (_row(out, "heldout", f"GRPO exp7 {k}") for k in ("best", "final"))
     stats = read_json(out / "grpo_exp7" / "statistics.json")
-    lines = [
+    return [
         f"- **Target 1, {'met' if gain_met else 'missed'}**: GRPO exp7 (best validation "
         f"checkpoint) on held-out mixed-style questions: {_versus_base(out, 'heldout', 'GRPO exp7 best')}"
         f"; the target is at least +{100 * TARGET_GAIN:.0f} points with p < {ALPHA}.",
@@ -94,7 +94,6 @@ def findings(out: Path) -> list[str]:
         f"the best checkpoint scores {100 * best['accuracy']:.1f}% and the final one "
         f"{100 * final['accuracy']:.1f}%. The study's best exp7 checkpoint was step 80 of 200.",
     ]
-    return lines
 
 
 def build_report(out: Path, *, fast: bool, seed: int, out_name: str,
