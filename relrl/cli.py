@@ -70,6 +70,19 @@ def positive_int(flag: str):
     return int_at_least(flag, 1)
 
 
+def add_load_args(parser, *, unsloth: bool = True) -> None:
+    """How the base model is loaded, the same flags in every script that loads one."""
+    parser.add_argument("--load-in-4bit", choices=("auto", "yes", "no"), default="auto",
+                        help="auto: 4-bit NF4 on CUDA for hub/local models, float32 on the CPU")
+    if unsloth:
+        parser.add_argument("--unsloth", action="store_true", help="load through Unsloth (CUDA only)")
+
+
+def load_in_4bit_flag(args) -> bool | None:
+    """--load-in-4bit as load_model takes it: None (auto), True or False."""
+    return {"auto": None, "yes": True, "no": False}[args.load_in_4bit]
+
+
 def parse_shard(spec: str | None) -> tuple[int, int]:
     """'i/n' (0-based i) -> (i, n); None falls back to SLURM array variables, then (0, 1)."""
     if spec is None:

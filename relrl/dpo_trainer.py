@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from relrl.cli import UsageError
+from relrl.cli import UsageError, load_in_4bit_flag
 from relrl.data import DatasetError, atomic_write_jsonl, read_json
 from relrl.dpo_loss import LOSS_TYPES, dpo_loss
 from relrl.sft_data import collate
@@ -300,7 +300,7 @@ class DPOTrainer(EpochTrainer):
 
 
 def build_parser():
-    from relrl.cli import ArgumentParser, env_default, positive_int
+    from relrl.cli import ArgumentParser, add_load_args, env_default, positive_int
 
     d = DPOConfig()
     p = ArgumentParser(description="DPO (or IPO) with a LoRA on preference pairs built from "
@@ -320,9 +320,7 @@ def build_parser():
       help="continue from CHECKPOINT, or from the output folder's latest when none is named")
     a("--overwrite", action="store_true", help="delete the output folder's checkpoints first")
     a("--seed", type=int, default=d.seed, help="run seed: LoRA init and pair order (0)")
-    a("--load-in-4bit", choices=("auto", "yes", "no"), default="auto",
-      help="auto: 4-bit NF4 on CUDA for hub/local models, float32 on the CPU")
-    a("--unsloth", action="store_true", help="load through Unsloth (CUDA only)")
+    add_load_args(p)
     g = p.add_argument_group("loss")
     g.add_argument("--beta", type=float, default=env_default("BETA", d.beta, float),
                    help="strength of the pull towards the reference (env BETA; 0.1)")
@@ -368,7 +366,7 @@ def main(argv=None) -> int:
         save_every=args.save_every, keep_checkpoints=args.keep_checkpoints, model=args.model,
         beta=args.beta, loss_type=args.loss, lora_r=args.lora_r, lora_alpha=args.lora_alpha,
         max_length=args.max_length,
-        load_in_4bit={"auto": None, "yes": True, "no": False}[args.load_in_4bit],
+        load_in_4bit=load_in_4bit_flag(args),
         unsloth=args.unsloth)
     cfg.check()
     check_model_source(cfg.model)

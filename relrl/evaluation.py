@@ -18,7 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from relrl.cli import UsageError, env_default, parse_shard, positive_int
+from relrl.cli import (UsageError, add_load_args, env_default, load_in_4bit_flag, parse_shard,
+                       positive_int)
 from relrl.data import DatasetError, ProgressFile, atomic_write_json, questions_fingerprint, read_json
 from relrl.stats import discordant, mcnemar, paired_bootstrap_ci, paired_permutation_test, pass_at_k
 
@@ -392,8 +393,7 @@ def add_eval_args(parser, *, samples: int = 1, temperature: float = 1.0, shards:
                         help="grade a final plain number when there is no \\boxed{} answer")
     parser.add_argument("--max-questions", type=positive_int("--max-questions"), default=None,
                         help="only the first N questions of the dataset (a quick look)")
-    parser.add_argument("--load-in-4bit", choices=("auto", "yes", "no"), default="auto",
-                        help="4-bit NF4 weights: auto = on CUDA for hub/local models (default auto)")
+    add_load_args(parser, unsloth=False)
     if shards:
         parser.add_argument("--shard", default=None, help="run shard i/n of the questions (0-based); "
                             "default CHUNK_INDEX/N_CHUNKS or the SLURM array variables")
@@ -412,10 +412,6 @@ def settings_from_args(args) -> EvalSettings:
                         top_p=args.top_p, max_new_tokens=args.max_new_tokens,
                         tolerance=args.tolerance, allow_plain=args.allow_plain,
                         micro_batch=args.micro_batch)
-
-
-def load_in_4bit_flag(args) -> bool | None:
-    return {"auto": None, "yes": True, "no": False}[args.load_in_4bit]
 
 
 def check_output(path: str | Path, flag: str = "--output") -> Path:

@@ -31,7 +31,7 @@ import torch
 from tqdm import tqdm
 
 from relrl.checkpointing import StopFlag, load_checkpoint, save_checkpoint
-from relrl.cli import UsageError
+from relrl.cli import UsageError, load_in_4bit_flag
 from relrl.data import atomic_write_json, atomic_write_jsonl
 from relrl.dynamic_sampling import CollectionStopped, WASTE_KINDS, DynamicSampler, Group, QuestionSampler
 from relrl.grpo_loss import (ADVANTAGE_MODES, AGGREGATIONS, LossConfig, batch_counts,
@@ -531,7 +531,7 @@ VARIANTS = {
 
 
 def build_parser(variant: str):
-    from relrl.cli import ArgumentParser, env_default, positive_int
+    from relrl.cli import ArgumentParser, add_load_args, env_default, positive_int
 
     spec, d = VARIANTS[variant], GRPOConfig()
     p = ArgumentParser(description=spec["about"])
@@ -558,9 +558,7 @@ def build_parser(variant: str):
       help="continue from CHECKPOINT, or from the output folder's latest when none is named")
     a("--overwrite", action="store_true", help="delete the output folder's checkpoints first")
     a("--seed", type=int, default=d.seed, help="run seed (0)")
-    a("--load-in-4bit", choices=("auto", "yes", "no"), default="auto",
-      help="auto: 4-bit NF4 on CUDA for hub/local models, float32 on the CPU")
-    a("--unsloth", action="store_true", help="load through Unsloth (CUDA only)")
+    add_load_args(p)
     g = p.add_argument_group("rollouts")
     g.add_argument("--num-generations", "-G", type=int, default=d.num_generations,
                    help="completions per question (4)")
@@ -655,7 +653,7 @@ def config_from_args(args, variant: str) -> GRPOConfig:
     cfg = GRPOConfig(
         model=args.model, dataset=args.dataset or "", val_dataset=args.val_dataset,
         output_dir=args.output_dir, seed=args.seed,
-        load_in_4bit={"auto": None, "yes": True, "no": False}[args.load_in_4bit],
+        load_in_4bit=load_in_4bit_flag(args),
         unsloth=args.unsloth, num_generations=args.num_generations,
         temperature=args.temperature, top_p=args.top_p,
         max_new_tokens=args.max_new_tokens or (3072 if cuda else 256),

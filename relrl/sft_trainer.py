@@ -37,7 +37,7 @@ from tqdm import tqdm
 
 from relrl.checkpointing import (StopFlag, list_checkpoints, load_checkpoint, prepare_output_dir,
                                  run_fingerprint, save_checkpoint)
-from relrl.cli import UsageError, env_default
+from relrl.cli import UsageError, env_default, load_in_4bit_flag
 from relrl.data import atomic_write_json, atomic_write_jsonl, questions_fingerprint, read_json
 from relrl.grpo_trainer import warmup_cosine
 from relrl.sft_data import collate_examples, optimizer_batches
@@ -480,7 +480,7 @@ def write_summary(output_dir: Path, folds: int) -> dict | None:
 
 
 def build_parser(default_model: str, default_output: str, about: str):
-    from relrl.cli import ArgumentParser, positive_int
+    from relrl.cli import ArgumentParser, add_load_args, positive_int
 
     d = SFTConfig()
     p = ArgumentParser(description=about)
@@ -508,9 +508,7 @@ def build_parser(default_model: str, default_output: str, about: str):
     a("--resume", action="store_true", help="continue each fold from its latest checkpoint")
     a("--overwrite", action="store_true", help="delete the folds' checkpoints, logs and scores first")
     a("--seed", type=int, default=d.seed, help="training seed: LoRA init, order, noise (0)")
-    a("--load-in-4bit", choices=("auto", "yes", "no"), default="auto",
-      help="auto: 4-bit NF4 on CUDA for hub/local models, float32 on the CPU")
-    a("--unsloth", action="store_true", help="load through Unsloth (CUDA only)")
+    add_load_args(p)
     g = p.add_argument_group("training")
     g.add_argument("--lora-r", type=positive_int("--lora-r"), default=d.lora_r, help="(16)")
     g.add_argument("--lora-alpha", type=positive_int("--lora-alpha"), default=d.lora_alpha,
@@ -561,7 +559,7 @@ def config_from_args(args) -> SFTConfig:
         save_every=args.save_every, keep_checkpoints=args.keep_checkpoints,
         lora_r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout,
         neftune_alpha=args.neftune_alpha, max_length=args.max_length,
-        load_in_4bit={"auto": None, "yes": True, "no": False}[args.load_in_4bit],
+        load_in_4bit=load_in_4bit_flag(args),
         unsloth=args.unsloth)
 
 

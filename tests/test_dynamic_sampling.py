@@ -1,11 +1,11 @@
 """Dynamic sampling: uninformative groups never reach the update, and the counters add up."""
 import json
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.grpo_step import simulated_waste  # the simulation the benchmark prints
 from relrl.dynamic_sampling import DynamicSampler, Group, QuestionSampler, waste_kind
 
 C, W, S = [1.0] * 4, [0.0] * 4, [0.5] * 4  # all correct, all wrong, same partial credit
@@ -121,25 +121,6 @@ def test_pass_rate_sampler_prefers_likely_informative_questions():
     draws = [qs.draw(1)[0] for _ in range(400)]
     assert draws.count(2) > 2 * max(draws.count(0), draws.count(1))
     assert draws.count(0) > 0  # the floor keeps every question in play
-
-
-def simulated_waste(pass_rate_aware, seed=0):
-    """Waste rate over 400 groups when 70% of questions are never or always solved."""
-    true_p = np.array([0.0] * 35 + [1.0] * 35 + [0.3, 0.5, 0.7] * 10)
-    world = np.random.default_rng(seed)
-
-    def rollout(indices, first):
-        out = []
-        for k, i in enumerate(indices):
-            correct = list(world.random(4) < true_p[i])
-            out.append(Group(i, first + k, [float(x) for x in correct], correct))
-        return out
-
-    ds = DynamicSampler(rollout, QuestionSampler(100, seed, pass_rate_aware=pass_rate_aware),
-                        max_attempts_per_step=100, max_total_attempts=400)
-    while ds.attempts_left > 0:
-        ds.collect(4)
-    return ds.counters.waste_rate
 
 
 def test_pass_rate_sampler_wastes_fewer_generations():
