@@ -3,9 +3,27 @@ over every position at once.
 
 The decoder runs once per micro-batch; the hidden states of real completion tokens (padding
 skipped) then go through lm_head a chunk of tokens at a time, and under autograd each chunk is
-checkpointed so only the hidden states are kept for the backward pass. With Qwen3's 151k
-vocabulary, 3,072 positions of float32 logits would be 1.9 GB per sequence; a chunk's logits
-are held to 32 MB.
+checkpointed so only the hidden states are kept for the backward pass.
+
+Chunk size: every chunk reads all of lm_head (151,936 x 4,096 in bf16 for Qwen3-8B: 1.2 GB), so
+a chunk of n tokens does 2n FLOPs per byte of head read. On a GPU that is memory-bound below a
+few hundred tokens; 55-token chunks read the head ~220 times per 4 x 3,072-token micro-batch
+forward (and again twice backward). On CUDA a chunk is CUDA_CHUNK_TOKENS tokens (1,024: 0.6 GB
+of float32 logits, 12 head reads per micro-batch); on the CPU, where memory is what is short and
+the head of a small model is cheap to re-read, a chunk holds LOGITS_PER_CHUNK logits (32 MB).
+benchmarks/logprob_chunking.py prints peak memory and time per chunk size side by side.
+
+Precision: the logits come from one matmul in the head's dtype (bf16 on CUDA) and are never
+copied to float32 whole. The log-normaliser, the token's log-prob and the entropy are
+accumulated in float32 over vocabulary blocks of VOCAB_BLOCK, and the backward writes the
+gradient (one-hot minus softmax) block by block in the logits' dtype: the float32 temporaries
+are chunk x VOCAB_BLOCK, not chunk x vocabulary. (A float32 matmul instead would re-cast the
+whole head every chunk and run ~10x slower than bf16 on tensor cores.)
+
+Unsloth's Qwen3 forward drops a 2-D attention mask in training mode, so for an Unsloth model a
+micro-batch goes to the decoder as one packed row of its real tokens, each sequence with its own
+positions and its length in `packed_seq_lengths`, which its attention kernels honour in both
+modes; padding is then never in the row at all.
 This assumes logits = lm_head(last hidden state), true of Qwen, Llama and Mistral models.
 """
 from __future__ import annotations
@@ -13,7 +31,17 @@ from __future__ import annotations
 import torch
 from torch.utils.checkpoint import checkpoint
 
-LOGITS_PER_CHUNK = 1 << 23  # 32 MB of float32 logits: 55 tokens of Qwen3's vocabulary
+from relrl.modeling import is_unsloth
+
+LOGITS_PER_CHUNK = 1 << 23  # CPU: 32 MB of float32 logits, 55 tokens of Qwen3's vocabulary
+CUDA_CHUNK_TOKENS = 1024  # CUDA: chosen from benchmarks/logprob_chunking.py (see the README)
+VOCAB_BLOCK = 16384  # vocabulary columns per float32 temporary
+
+
+def default_chunk_size(vocab_size: int, device: torch.device) -> int:
+    if device.type == "cuda":
+        return CUDA_CHUNK_TOKENS
+    return max(16, LOGITS_PER_CHUNK // vocab_size)
 
 
 def _parts(model):
@@ -21,14 +49,65 @@ def _parts(model):
     return base.get_decoder(), base.get_output_embeddings()
 
 
+def _blocks(logits: torch.Tensor):
+    for s in range(0, logits.shape[-1], VOCAB_BLOCK):
+        yield s, logits[:, s:s + VOCAB_BLOCK].float()
+
+
+def _log_normaliser(logits: torch.Tensor) -> torch.Tensor:
+    """logsumexp over the vocabulary in float32, one block at a time."""
+    top = logits.amax(dim=-1).float()
+    total = torch.zeros_like(top)
+    for _, block in _blocks(logits):
+        total += torch.exp(block - top[:, None]).sum(dim=-1)
+    return top + torch.log(total)
+
+
+class _TokenLogprob(torch.autograd.Function):
+    """(log p(target), entropy) per row of `logits`, both float32; only the first has a gradient."""
+
+    @staticmethod
+    def forward(ctx, logits, targets, with_entropy: bool):
+        norm = _log_normaliser(logits)
+        token = logits.gather(-1, targets[:, None]).squeeze(-1).float() - norm
+        entropy = torch.zeros_like(norm)
+        if with_entropy:  # H = log Z - sum_v p_v z_v
+            mean_logit = torch.zeros_like(norm)
+            for _, block in _blocks(logits):
+                mean_logit += (torch.exp(block - norm[:, None]) * block).sum(dim=-1)
+            entropy = norm - mean_logit
+        ctx.mark_non_differentiable(entropy)
+        ctx.save_for_backward(logits, targets, norm, token)
+        return token, entropy
+
+    @staticmethod
+    def backward(ctx, grad_token, _grad_entropy):
+        logits, targets, norm, token = ctx.saved_tensors
+        grad = torch.empty_like(logits)
+        scale = grad_token.float()[:, None]
+        for s, block in _blocks(logits):
+            grad[:, s:s + VOCAB_BLOCK] = (-scale * torch.exp(block - norm[:, None])).to(grad.dtype)
+        # The target's column in float32: d log p_t / d z_t = 1 - p_t.
+        target_grad = grad_token.float() * (1 - torch.exp(token))
+        grad.scatter_(-1, targets[:, None], target_grad[:, None].to(grad.dtype))
+        return grad, None, None
+
+
 def _chunk_stats(head, hidden: torch.Tensor, targets: torch.Tensor, with_entropy: bool):
-    logits = head(hidden).float()
-    norm = torch.logsumexp(logits, dim=-1)
-    token = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - norm
-    if not with_entropy:
-        return token, None
-    probs = torch.softmax(logits, dim=-1)
-    return token, norm - (probs * logits).sum(dim=-1)
+    token, entropy = _TokenLogprob.apply(head(hidden), targets, with_entropy)
+    return token, entropy if with_entropy else None
+
+
+def _decoder_hidden(decoder, ids, mask, positions, packed: bool) -> torch.Tensor:
+    if not packed:
+        return decoder(input_ids=ids, attention_mask=mask, position_ids=positions,
+                       use_cache=False).last_hidden_state
+    real = mask.bool()
+    out = decoder(input_ids=ids[real][None], position_ids=positions[real][None],
+                  packed_seq_lengths=real.sum(dim=1).to(torch.int32), use_cache=False)
+    flat = out.last_hidden_state[0]
+    hidden = flat.new_zeros(*ids.shape, flat.shape[-1])
+    return hidden.index_put((real,), flat)  # padded layout again; padding rows stay zero
 
 
 def completion_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
@@ -39,8 +118,8 @@ def completion_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Te
     the predictive distribution at those positions (same shape).
 
     Left-pad prompts so every completion starts at `logits_start`. Only real completion tokens
-    go through lm_head, `chunk_size` tokens at a time (default: as many as keep one chunk's
-    logits at LOGITS_PER_CHUNK floats, whatever the vocabulary). Under autograd the whole batch's graph
+    go through lm_head, `chunk_size` tokens at a time (default: default_chunk_size). The entropy
+    carries no gradient (a metric). Under autograd the whole batch's graph
     stays alive until backward, so a trainer short of memory calls this once per micro-batch
     and steps backward in between; `micro_batch` bounds the decoder passes.
     """
@@ -48,7 +127,8 @@ def completion_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Te
         raise ValueError(f"logits_start must be in [1, {input_ids.shape[1]}), got {logits_start}")
     decoder, head = _parts(model)
     if chunk_size is None:
-        chunk_size = max(16, LOGITS_PER_CHUNK // head.weight.shape[0])
+        chunk_size = default_chunk_size(head.weight.shape[0], head.weight.device)
+    packed = is_unsloth(model)
     grad = torch.is_grad_enabled()
     token_parts, entropy_parts = [], []
     for first in range(0, input_ids.shape[0], micro_batch):
@@ -56,8 +136,7 @@ def completion_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Te
         mask = attention_mask[first:first + micro_batch]
         # The positions generate() used: count only real tokens, so left padding changes nothing.
         positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
-        hidden = decoder(input_ids=ids, attention_mask=mask, position_ids=positions,
-                         use_cache=False).last_hidden_state
+        hidden = _decoder_hidden(decoder, ids, mask, positions, packed)
         valid = mask[:, logits_start:].bool()
         hidden = hidden[:, logits_start - 1:-1][valid]  # (real completion tokens, H)
         targets = ids[:, logits_start:][valid]

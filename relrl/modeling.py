@@ -27,7 +27,63 @@ ADAPTER_WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 
 
 def device_of(model) -> torch.device:
+    """Where inputs go: the input embeddings' device (with offloading, or a device map that puts
+    other layers elsewhere, the first parameter can sit on another device)."""
+    embeddings = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    weight = getattr(embeddings, "weight", None)
+    if isinstance(weight, torch.Tensor):
+        return weight.device
     return next(model.parameters()).device
+
+
+def is_unsloth(model) -> bool:
+    """Loaded through Unsloth (the flag is read through PEFT's wrapper too)."""
+    return bool(getattr(model, "_relrl_unsloth", False))
+
+
+def _checkpointing_value(model):
+    """The first truthy `gradient_checkpointing` flag of the modules (Unsloth stores "unsloth"
+    there for its offloaded variant), else False."""
+    return next((m.gradient_checkpointing for m in model.modules()
+                 if getattr(m, "gradient_checkpointing", False)), False)
+
+
+def is_checkpointing(model) -> bool:
+    """Gradient checkpointing switched on in any module (what transformers' property reports)."""
+    return bool(_checkpointing_value(model))
+
+
+def enable_checkpointing(model) -> None:
+    """Gradient checkpointing with transformers 5's defaults (non-reentrant; it also makes the
+    input embeddings' output require grad, which a frozen base under LoRA needs)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    base.gradient_checkpointing_enable()
+
+
+@contextlib.contextmanager
+def generation_mode(model):
+    """Around every rollout. Inside: eval mode (dropout off, KV cache used) and, for an Unsloth
+    model, its inference kernels (FastLanguageModel.for_inference). On exit: Unsloth's training
+    mode again (for_training), gradient checkpointing back on if it was on before (for_inference
+    switches it off and neither eval() nor train() switches it back, so the next update would run
+    without it and run out of memory), and the train/eval mode the model had."""
+    was_training = model.training
+    was_checkpointing = _checkpointing_value(model)
+    unsloth = None
+    if is_unsloth(model):
+        from unsloth import FastLanguageModel  # a GPU-only package, present when the model is Unsloth's
+
+        unsloth = FastLanguageModel
+        unsloth.for_inference(model)
+    model.eval()
+    try:
+        yield model
+    finally:
+        if unsloth is not None:
+            unsloth.for_training(model, use_gradient_checkpointing=was_checkpointing)
+        if was_checkpointing and not is_checkpointing(model):
+            enable_checkpointing(model)
+        model.train(was_training)
 
 
 def _looks_like_path(name: str) -> bool:
@@ -68,9 +124,45 @@ def _check_causal_lm(name_or_path: str, flag: str):
     return config
 
 
+def _config_dict(name_or_path: str) -> dict:
+    """config.json of a local folder, else the hub config (cached by transformers)."""
+    path = Path(name_or_path).expanduser() / "config.json"
+    if path.is_file():
+        try:
+            return json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            return {}
+    from transformers import AutoConfig
+
+    try:
+        return AutoConfig.from_pretrained(name_or_path).to_dict()
+    except (OSError, ValueError):
+        return {}  # the loader reports an unreachable or bad model in its own words
+
+
+def check_not_prequantized(name_or_path: str) -> None:
+    """--load-in-4bit no asks for full precision; a checkpoint saved quantized cannot give it."""
+    quant = _config_dict(name_or_path).get("quantization_config")
+    if quant:
+        method = quant.get("quant_method", "quantized") if isinstance(quant, dict) else "quantized"
+        raise UsageError(f"--load-in-4bit: 'no' asks for full precision, but {name_or_path} is a "
+                         f"pre-quantized checkpoint ({method}); use --load-in-4bit auto, or a "
+                         "full-precision model such as Qwen/Qwen3-8B")
+
+
+def check_bf16(name_or_path: str, flag: str = "--model") -> None:
+    """Hub and local models compute in bfloat16 on CUDA; refuse a GPU without it (V100, T4)
+    before a long job loads anything."""
+    if torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
+        name = torch.cuda.get_device_name()
+        raise UsageError(f"{flag}: {name_or_path} computes in bfloat16 on CUDA and this GPU ({name}) "
+                         "has no bfloat16 support; use an Ampere or newer GPU (A100, L40S, H100)")
+
+
 def load_model(name_or_path: str, *, load_in_4bit: bool | None = None, use_unsloth: bool = False,
                seed: int = 0, flag: str = "--model"):
-    """(model, tokenizer) in eval mode. `seed` only sets the weights of `tiny-random`.
+    """(model, tokenizer) in eval mode. `seed` sets the weights of `tiny-random` and Unsloth's
+    random_state.
 
     load_in_4bit=None means: 4-bit NF4 on CUDA for hub/local models, full precision otherwise.
     """
@@ -81,6 +173,10 @@ def load_model(name_or_path: str, *, load_in_4bit: bool | None = None, use_unslo
     if use_unsloth and not cuda:
         raise UsageError("--unsloth: Unsloth needs a CUDA GPU and none is available")
     check_model_source(name_or_path, flag)
+    if name_or_path not in BUILTIN_MODELS:
+        check_bf16(name_or_path, flag)
+        if load_in_4bit is False:
+            check_not_prequantized(name_or_path)
 
     if name_or_path in BUILTIN_MODELS:
         from relrl import tiny_models
@@ -89,7 +185,7 @@ def load_model(name_or_path: str, *, load_in_4bit: bool | None = None, use_unslo
         if cuda:
             model.to("cuda")
     elif use_unsloth:
-        model, tokenizer = _load_unsloth(name_or_path, load_in_4bit is not False)
+        model, tokenizer = _load_unsloth(name_or_path, load_in_4bit is not False, seed)
     else:
         model, tokenizer = _load_transformers(name_or_path, cuda and load_in_4bit is not False, cuda, flag)
 
@@ -127,14 +223,15 @@ def _load_transformers(name_or_path: str, four_bit: bool, cuda: bool, flag: str)
     return model, tokenizer
 
 
-def _load_unsloth(name_or_path: str, four_bit: bool):
+def _load_unsloth(name_or_path: str, four_bit: bool, seed: int):
     try:
         from unsloth import FastLanguageModel
     except ImportError:
         raise UsageError("--unsloth: the unsloth package is not installed "
                          "(pip install -r requirements-gpu.txt)") from None
     model, tokenizer = FastLanguageModel.from_pretrained(
-        model_name=name_or_path, load_in_4bit=four_bit, dtype=None, max_seq_length=4096)
+        model_name=name_or_path, load_in_4bit=four_bit, dtype=None, max_seq_length=4096,
+        random_state=seed)
     model._relrl_unsloth = True
     return model, tokenizer
 
@@ -154,14 +251,16 @@ def _quiet_peft():
 
 def _prepare_for_training(model) -> None:
     """Gradient checkpointing on CUDA, where activation memory is what limits the batch."""
-    if device_of(model).type == "cuda" and hasattr(model, "gradient_checkpointing_enable"):
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        model.enable_input_require_grads()
+    if device_of(model).type == "cuda" and getattr(model, "supports_gradient_checkpointing", False):
+        enable_checkpointing(model)
 
 
-def attach_lora(model, r: int = 32, alpha: int = 32, dropout: float = 0.0, target_modules=None):
+def attach_lora(model, r: int = 32, alpha: int = 32, dropout: float = 0.0, target_modules=None,
+                seed: int | None = None):
     """A new trainable LoRA on all attention and MLP projections (the study: r=32/alpha=32 for
-    GRPO, r=16/alpha=32 for SFT). Only the adapter's weights require gradients."""
+    GRPO, r=16/alpha=32 for SFT). Only the adapter's weights require gradients. `seed` (default:
+    the seed torch.manual_seed last set, which the trainers set to the run seed just before)
+    is Unsloth's random_state; PEFT draws from torch's generator."""
     from peft import LoraConfig, PeftModel, get_peft_model
 
     if isinstance(model, PeftModel):
@@ -174,7 +273,8 @@ def attach_lora(model, r: int = 32, alpha: int = 32, dropout: float = 0.0, targe
 
         return FastLanguageModel.get_peft_model(
             model, r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=targets,
-            bias="none", use_gradient_checkpointing="unsloth")
+            bias="none", use_gradient_checkpointing="unsloth",
+            random_state=torch.initial_seed() if seed is None else seed)
     _prepare_for_training(model)
     config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, target_modules=targets,
                         bias="none", task_type="CAUSAL_LM")
