@@ -276,6 +276,9 @@ class GRPOTrainer:
             advantages = self.advantage_hook(advantages)
         rows = [(k, c, float(advantages[k, j]))
                 for k, g in enumerate(groups) for j, c in enumerate(g.payload)]
+        # Micro-batches of similar lengths pad less; the loss uses batch-wide normalisers, so
+        # the order changes only the order of float sums.
+        rows.sort(key=lambda row: len(row[1].token_ids))
         size = cfg.train_micro_batch
         chunks = [self.pack(rows[i:i + size]) for i in range(0, len(rows), size)]
         counts = [batch_counts(chunk[3]) for chunk in chunks]

@@ -14,7 +14,7 @@ the head of a small model is cheap to re-read, a chunk holds LOGITS_PER_CHUNK lo
 benchmarks/logprob_chunking.py prints peak memory and time per chunk size side by side.
 
 Precision: the logits come from one matmul in the head's dtype (bf16 on CUDA) and are never
-copied to float32 whole. The log-normaliser, the token's log-prob and the entropy are
+copied to float32 whole (float32 logits, as on the CPU, take torch's own fused kernels). The log-normaliser, the token's log-prob and the entropy are
 accumulated in float32 over vocabulary blocks of VOCAB_BLOCK, and the backward writes the
 gradient (one-hot minus softmax) block by block in the logits' dtype: the float32 temporaries
 are chunk x VOCAB_BLOCK, not chunk x vocabulary. (A float32 matmul instead would re-cast the
@@ -94,8 +94,17 @@ class _TokenLogprob(torch.autograd.Function):
 
 
 def _chunk_stats(head, hidden: torch.Tensor, targets: torch.Tensor, with_entropy: bool):
-    token, entropy = _TokenLogprob.apply(head(hidden), targets, with_entropy)
-    return token, entropy if with_entropy else None
+    logits = head(hidden)
+    if logits.dtype != torch.float32:
+        token, entropy = _TokenLogprob.apply(logits, targets, with_entropy)
+        return token, entropy if with_entropy else None
+    # Already float32 (the CPU): nothing to cast, and torch's fused kernels are fastest.
+    norm = torch.logsumexp(logits, dim=-1)
+    token = logits.gather(-1, targets[:, None]).squeeze(-1) - norm
+    if not with_entropy:
+        return token, None
+    with torch.no_grad():
+        return token, norm - (torch.softmax(logits, dim=-1) * logits).sum(dim=-1)
 
 
 def _decoder_hidden(decoder, ids, mask, positions, packed: bool) -> torch.Tensor:
@@ -108,6 +117,24 @@ def _decoder_hidden(decoder, ids, mask, positions, packed: bool) -> torch.Tensor
     flat = out.last_hidden_state[0]
     hidden = flat.new_zeros(*ids.shape, flat.shape[-1])
     return hidden.index_put((real,), flat)  # padded layout again; padding rows stay zero
+
+
+def head_logprobs(head, hidden: torch.Tensor, targets: torch.Tensor, chunk_size: int,
+                  with_entropy: bool = False):
+    """(log-probs, entropies or None) of `targets` (N,) under lm_head applied to `hidden` (N, H),
+    `chunk_size` tokens at a time, each chunk checkpointed under autograd."""
+    grad = torch.is_grad_enabled()
+    tokens, entropies = [], []
+    for s in range(0, targets.shape[0], chunk_size):
+        args = (head, hidden[s:s + chunk_size], targets[s:s + chunk_size], with_entropy)
+        if grad:
+            token, entropy = checkpoint(_chunk_stats, *args, use_reentrant=False)
+        else:
+            token, entropy = _chunk_stats(*args)
+        tokens.append(token)
+        entropies.append(entropy)
+    like = hidden.new_zeros(0, dtype=torch.float32)
+    return _cat(tokens, like), (_cat(entropies, like) if with_entropy else None)
 
 
 def completion_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Tensor,
@@ -129,7 +156,6 @@ def completion_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Te
     if chunk_size is None:
         chunk_size = default_chunk_size(head.weight.shape[0], head.weight.device)
     packed = is_unsloth(model)
-    grad = torch.is_grad_enabled()
     token_parts, entropy_parts = [], []
     for first in range(0, input_ids.shape[0], micro_batch):
         ids = input_ids[first:first + micro_batch]
@@ -140,19 +166,11 @@ def completion_logprobs(model, input_ids: torch.Tensor, attention_mask: torch.Te
         valid = mask[:, logits_start:].bool()
         hidden = hidden[:, logits_start - 1:-1][valid]  # (real completion tokens, H)
         targets = ids[:, logits_start:][valid]
-        tokens, entropies = [], []
-        for s in range(0, targets.shape[0], chunk_size):
-            args = (head, hidden[s:s + chunk_size], targets[s:s + chunk_size], return_entropy)
-            if grad:
-                token, entropy = checkpoint(_chunk_stats, *args, use_reentrant=False)
-            else:
-                token, entropy = _chunk_stats(*args)
-            tokens.append(token)
-            entropies.append(entropy)
+        tokens, entropies = head_logprobs(head, hidden, targets, chunk_size, return_entropy)
         zeros = torch.zeros(valid.shape, dtype=torch.float32, device=valid.device)
-        token_parts.append(zeros.masked_scatter(valid, _cat(tokens, zeros)))
+        token_parts.append(zeros.masked_scatter(valid, tokens))
         if return_entropy:
-            entropy_parts.append(zeros.masked_scatter(valid, _cat(entropies, zeros)))
+            entropy_parts.append(zeros.masked_scatter(valid, entropies))
     token_logprobs = torch.cat(token_parts, dim=0)
     if return_entropy:
         return token_logprobs, torch.cat(entropy_parts, dim=0)

@@ -202,3 +202,27 @@ def test_device_of_is_the_input_embeddings_device():
     model = Offloaded()
     assert next(model.parameters()).device.type == "meta"
     assert device_of(model) == torch.device("cpu")
+
+
+def test_bf16_logits_give_float32_logprobs_and_gradients():
+    # Qwen3's vocabulary, several vocabulary blocks; the reference casts the logits to float32.
+    from relrl.logprobs import _TokenLogprob
+
+    gen = torch.Generator().manual_seed(0)
+    logits = (torch.randn(6, 151_936, generator=gen) * 4).to(torch.bfloat16).requires_grad_(True)
+    targets = torch.randint(0, 151_936, (6,), generator=gen)
+    targets[0] = logits[0].argmax()  # a likely token, where 1 - p matters
+    weights = torch.rand(6, generator=gen)
+    token, entropy = _TokenLogprob.apply(logits, targets, True)
+    (token * weights).sum().backward()
+
+    reference = logits.detach().float().requires_grad_(True)
+    logp = torch.log_softmax(reference, dim=-1)
+    expected = logp.gather(-1, targets[:, None]).squeeze(-1)
+    (expected * weights).sum().backward()
+    assert token.dtype == torch.float32
+    assert torch.allclose(token, expected, atol=1e-4, rtol=0)
+    assert torch.allclose(entropy, -(logp.exp() * logp).sum(-1), atol=1e-3)
+    assert logits.grad.dtype == torch.bfloat16
+    assert torch.allclose(logits.grad.float(), reference.grad, atol=1e-3, rtol=1e-2)
+    assert not entropy.requires_grad
