@@ -6,19 +6,20 @@ skipped) then go through lm_head a chunk of tokens at a time, and under autograd
 checkpointed so only the hidden states are kept for the backward pass.
 
 Chunk size: every chunk reads all of lm_head (151,936 x 4,096 in bf16 for Qwen3-8B: 1.2 GB), so
-a chunk of n tokens does 2n FLOPs per byte of head read. On a GPU that is memory-bound below a
-few hundred tokens; 55-token chunks read the head ~220 times per 4 x 3,072-token micro-batch
+a chunk of n tokens does n FLOPs per byte of head read (2nHV over 2HV). On a GPU that is
+memory-bound below a few hundred tokens; 55-token chunks read the head ~220 times per 4 x 3,072-token micro-batch
 forward (and again twice backward). On CUDA a chunk is CUDA_CHUNK_TOKENS tokens (1,024: 0.6 GB
 of float32 logits, 12 head reads per micro-batch); on the CPU, where memory is what is short and
 the head of a small model is cheap to re-read, a chunk holds LOGITS_PER_CHUNK logits (32 MB).
 benchmarks/logprob_chunking.py prints peak memory and time per chunk size side by side.
 
 Precision: the logits come from one matmul in the head's dtype (bf16 on CUDA) and are never
-copied to float32 whole (float32 logits, as on the CPU, take torch's own fused kernels). The log-normaliser, the token's log-prob and the entropy are
-accumulated in float32 over vocabulary blocks of VOCAB_BLOCK, and the backward writes the
-gradient (one-hot minus softmax) block by block in the logits' dtype: the float32 temporaries
-are chunk x VOCAB_BLOCK, not chunk x vocabulary. (A float32 matmul instead would re-cast the
-whole head every chunk and run ~10x slower than bf16 on tensor cores.)
+copied to float32 whole (float32 logits, as on the CPU, take torch's own fused kernels). The
+log-normaliser, the token's log-prob and the entropy are accumulated in float32 over
+vocabulary blocks of VOCAB_BLOCK, and the backward writes the gradient (one-hot minus
+softmax) block by block in the logits' dtype: the float32 temporaries are chunk x VOCAB_BLOCK,
+not chunk x vocabulary. (A float32 matmul instead would re-cast the whole head every chunk and
+run several times slower than bf16 on tensor cores.)
 
 Unsloth's Qwen3 forward drops a 2-D attention mask in training mode, so for an Unsloth model a
 micro-batch goes to the decoder as one packed row of its real tokens, each sequence with its own
