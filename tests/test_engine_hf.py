@@ -8,8 +8,8 @@ from scipy import stats
 from relrl.cli import UsageError
 from relrl.modeling import load_model
 from relrl.prompting import build_prompt
-from relrl.sampling import (SamplingConfig, SeededGumbelSampler, filter_top_p, generate,
-                            question_seed, sample_seed, stop_token_ids)
+from relrl.engines.base import SamplingConfig, question_seed, sample_seed, stop_token_ids
+from relrl.engines.hf import SeededGumbelSampler, filter_top_p, generate
 
 QUESTIONS = [
     "A pump has a constant failure rate of 0.002 per hour. Find R(500 h).",
