@@ -307,7 +307,7 @@ class GRPOTrainer:
                 for k, g in enumerate(groups) for j, c in enumerate(g.payload)]
         size = cfg.train_micro_batch
         chunks = [self.pack(rows[i:i + size]) for i in range(0, len(rows), size)]
-        counts = [batch_counts(chunk[3]) for chunk in chunks]
+        counts = [batch_counts(chunk[4]) for chunk in chunks]
         batch_tokens, batch_seqs = sum(t for t, _ in counts), sum(s for _, s in counts)
         old, ref, tis = [None] * len(chunks), [None] * len(chunks), [None] * len(chunks)
         keys = ("loss", "tokens", "clipped", "kl", "entropy", "tis_ratio", "tis_capped")

