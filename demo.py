@@ -26,6 +26,7 @@ from relrl.cli import ArgumentParser, positive_int, run_main  # noqa: E402
 from relrl.data import atomic_write_json, load_dataset, read_json  # noqa: E402
 from relrl.evaluation import compare_models, with_records  # noqa: E402
 from relrl.demo_report import SET_TITLES, build_report, slug, splice_results_md  # noqa: E402
+from relrl.engines import ENGINES, default_engine  # noqa: E402
 
 # Sizes and rates of the two versions. How they were chosen, and which test-set numbers had
 # been seen when they were, is in RESULTS.md ("How the miniature was sized and tuned").
@@ -53,8 +54,10 @@ def _shown(arg) -> str:
 
 
 class Demo:
-    def __init__(self, fast: bool, seed: int, work: Path, out: Path, lanes: int):
+    def __init__(self, fast: bool, seed: int, work: Path, out: Path, lanes: int,
+                 engine: str = "hf"):
         self.cfg = CONFIGS["fast" if fast else "full"]
+        self.engine = ["--rollout-engine", engine]  # every sampling stage
         self.fast, self.seed, self.work, self.out = fast, seed, work, out
         self.timings: list[tuple[str, float]] = []
         self.py = sys.executable
@@ -116,7 +119,8 @@ class Demo:
     def screen(self) -> None:
         c, d = self.cfg, self.work / "data"
         common = ["--model", "tiny", "--samples", c["screen_samples"], "--seed", self.seed,
-                  "--max-new-tokens", c["max_new_tokens"], "--micro-batch", MICRO_BATCH]
+                  "--max-new-tokens", c["max_new_tokens"], "--micro-batch", MICRO_BATCH,
+                  *self.engine]
         # The training pool splits into mixed (GRPO) and non-mixed (SFT), as in the study;
         # the holdout is screened too, so its mixed part is a held-out "mixed-style" test set.
         # Each set in --jobs shards, merged after, so the lanes finish together; merged shards
@@ -153,7 +157,8 @@ class Demo:
                   "--save-every", c["grpo_val_every"], "--max-new-tokens", c["max_new_tokens"],
                   "--grad-accum", c["grpo_grad_accum"],
                   # DAPO-style batches: 16 questions x G=4 per generation call fill the CPU.
-                  "--sampling-mode", "batch", "--gen-batch", 16, "--gen-micro-batch", MICRO_BATCH]
+                  "--sampling-mode", "batch", "--gen-batch", 16, "--gen-micro-batch", MICRO_BATCH,
+                  *self.engine]
         # The SFT adapter scales its update by alpha/r = 32/16 = 2, exp10's fresh one by
         # 32/32 = 1: the warm start gets half the learning rate for the same step size.
         warm = ["--sft-adapter", self.sft_adapter, "--learning-rate", c["grpo_warm_lr"]]
@@ -191,7 +196,8 @@ class Demo:
             out = self.out / "eval" / name
             out.mkdir(parents=True, exist_ok=True)
             common = ["--model", "tiny", "--dataset", dataset, "--seed", self.seed,
-                      "--max-new-tokens", c["max_new_tokens"], "--micro-batch", MICRO_BATCH]
+                      "--max-new-tokens", c["max_new_tokens"], "--micro-batch", MICRO_BATCH,
+                      *self.engine]
             jobs = []
             for label, adapter in self.models().items():
                 target = out / f"{slug(label)}.json"
@@ -277,6 +283,10 @@ def parse_args(argv=None):
     parser.add_argument("--jobs", type=positive_int("--jobs"), default=min(2, os.cpu_count() or 1),
                         help="stages run side by side where independent (default: 2, or 1 on "
                         "a one-core machine)")
+    parser.add_argument("--rollout-engine", choices=ENGINES, default=default_engine(),
+                        help="how screening, GRPO and evaluation sample: hf or vllm (default "
+                        "vllm on a CUDA machine where vLLM is installed, else hf; the recorded "
+                        "miniature used hf)")
     parser.add_argument("--stop-after", choices=STAGES, default=None,
                         help="stop after this stage (a rerun without it carries on from there)")
     return parser.parse_args(argv)
@@ -289,7 +299,7 @@ def main(argv=None) -> int:
     out = Path(args.results_dir or ROOT / "results" / f"demo{suffix}").resolve()
     for folder in (work / "data", work / "logs", out):
         folder.mkdir(parents=True, exist_ok=True)
-    demo = Demo(args.fast, args.seed, work, out, args.jobs)
+    demo = Demo(args.fast, args.seed, work, out, args.jobs, args.rollout_engine)
     started = time.time()
     for name in STAGES:
         getattr(demo, name)()

@@ -37,7 +37,7 @@ from relrl.grpo_loss import group_advantages
 from relrl.grpo_trainer import GRPOConfig, GRPOTrainer, digit_share_reward, grader_reward
 from relrl.modeling import attach_lora, device_of, load_model
 from relrl.prompting import build_prompt
-from relrl.sampling import stop_token_ids
+from relrl.engines import stop_token_ids
 
 
 def question_rows(n: int) -> list[dict]:

@@ -1,8 +1,9 @@
 """Rollout speed and log-prob memory, measured side by side in one run.
 
 1. Completion tokens per second on the same model and prompts: the study's way (one
-   `generate` call per completion, G calls per question) against relrl.sampling.generate
-   (all questions x G samples in micro-batches), for G = 4 and 8.
+   `generate` call per completion, G calls per question) against the HF engine
+   (relrl.engines.hf: all questions x G samples in micro-batches) and, when vLLM is installed,
+   the vLLM engine (relrl.engines.vllm, engine start not counted), for G = 4 and 8.
 2. Peak memory of one forward+backward of completion log-probs: relrl.logprobs (chunked,
    checkpointed) against a full-vocabulary log-softmax, on the model's own vocabulary and on
    Qwen3's 151,936 tokens. Each measurement runs in a fresh subprocess; on a CPU it is the peak
@@ -10,6 +11,7 @@
    peak.
 
     python benchmarks/rollout_throughput.py [--model tiny] [--questions 8] [--max-new-tokens 96]
+        [--engines hf,vllm] [--skip-memory]
 """
 import sys
 from pathlib import Path
@@ -29,7 +31,7 @@ from relrl.cli import ArgumentParser, positive_int, run_main
 from relrl.logprobs import completion_logprobs, naive_logprobs
 from relrl.modeling import device_of, load_model
 from relrl.prompting import build_prompt
-from relrl.sampling import SamplingConfig, generate, stop_token_ids
+from relrl.engines import SamplingConfig, make_engine, stop_token_ids, vllm_installed
 from relrl.tiny_models import new_model
 
 QWEN3_VOCAB = 151_936
@@ -57,8 +59,8 @@ def _study_way(model, tok, prompts, g, config):
     return tokens
 
 
-def _batched_way(model, tok, prompts, g, config):
-    rows = generate(model, tok, prompts, g, list(range(len(prompts))), config)
+def _engine_way(engine, prompts, g, config):
+    rows = engine.generate(prompts, g, list(range(len(prompts))), config)
     return sum(len(c.token_ids) for row in rows for c in row)
 
 
@@ -72,18 +74,24 @@ def _timed(fn):
     return tokens, time.perf_counter() - start
 
 
-def throughput(model, tok, prompts, groups, config):
+def throughput(model, tok, prompts, groups, config, engines: dict):
+    """Tokens/s of each way; ratios against the study's one call per completion."""
     print(f"rollout throughput: {len(prompts)} questions, max_new_tokens {config.max_new_tokens}, "
           f"temperature {config.temperature}, top_p {config.top_p}, micro-batch {config.micro_batch}")
-    print(f"{'G':>3} {'one call/completion tok/s':>26} {'batched tok/s':>14} {'ratio':>7}")
+    names = list(engines)
+    print(f"{'G':>3} {'one call/completion tok/s':>26} " +
+          " ".join(f"{n + ' tok/s':>12} {'ratio':>7}" for n in names))
     ratios = {}
     for g in groups:
         torch.manual_seed(0)
         study_tokens, study_s = _timed(lambda: _study_way(model, tok, prompts, g, config))
-        batched_tokens, batched_s = _timed(lambda: _batched_way(model, tok, prompts, g, config))
-        study_rate, batched_rate = study_tokens / study_s, batched_tokens / batched_s
-        ratios[g] = batched_rate / study_rate
-        print(f"{g:>3} {study_rate:>26.0f} {batched_rate:>14.0f} {ratios[g]:>6.2f}x")
+        study_rate = study_tokens / study_s
+        cells = []
+        for name, engine in engines.items():
+            tokens, seconds = _timed(lambda: _engine_way(engine, prompts, g, config))
+            ratios[(name, g)] = tokens / seconds / study_rate
+            cells.append(f"{tokens / seconds:>12.0f} {ratios[(name, g)]:>6.2f}x")
+        print(f"{g:>3} {study_rate:>26.0f} " + " ".join(cells))
     return ratios
 
 
@@ -158,6 +166,9 @@ def main() -> None:
     parser.add_argument("--prompt-len", type=positive_int("--prompt-len"), default=128)
     parser.add_argument("--completion-len", type=positive_int("--completion-len"), default=512)
     parser.add_argument("--threads", type=positive_int("--threads"), default=2)
+    parser.add_argument("--engines", default="hf,vllm" if vllm_installed() else "hf",
+                        help="engines beside the one-call loop (default hf, and vllm when installed)")
+    parser.add_argument("--skip-memory", action="store_true", help="throughput only")
     parser.add_argument("--memory-probe", choices=("lean", "naive"), help=argparse.SUPPRESS)
     parser.add_argument("--wide-vocab", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -170,12 +181,21 @@ def main() -> None:
                             micro_batch=args.micro_batch)
     model, tok = load_model(args.model)
     prompts = [build_prompt(tok, q) for q in _questions(args.questions, seed=2024)]
-    ratios = throughput(model, tok, prompts, groups, config)
-    mem = memory(args, len(tok))
-    print("\nsummary: batched/one-call tokens per second " +
-          ", ".join(f"G={g}: {r:.2f}x" for g, r in ratios.items()) +
-          "; full/lean log-prob peak memory " +
-          ", ".join(f"vocab {v}: {r:.2f}x" for v, r in mem.items()))
+    engines = {name: make_engine(name, model, tok, source=args.model,
+                                 max_new_tokens=args.max_new_tokens)
+               for name in args.engines.split(",")}
+    # one warm-up call each, so the first G does not pay for lazy initialisation
+    for engine in engines.values():
+        engine.generate(prompts[:1], 1, [0], SamplingConfig(max_new_tokens=4))
+    ratios = throughput(model, tok, prompts, groups, config, engines)
+    for engine in engines.values():
+        engine.close()
+    print("\nsummary: engine/one-call tokens per second " +
+          ", ".join(f"{name} G={g}: {r:.2f}x" for (name, g), r in ratios.items()))
+    if not args.skip_memory:
+        mem = memory(args, len(tok))
+        print("full/lean log-prob peak memory " +
+              ", ".join(f"vocab {v}: {r:.2f}x" for v, r in mem.items()))
 
 
 if __name__ == "__main__":

@@ -88,17 +88,19 @@ def main(argv=None):
         target = folder / f"fold_{k}.json"
         runs[k] = ev.ModelRun([rows[i] for i in split[k]], settings, label=f"{name} fold {k}",
                               model_path=args.model, adapter=None, dataset=args.dataset,
-                              progress_file=ev.progress_path(target, "base"))
+                              progress_file=ev.progress_path(target, "base"),
+                              rollout_engine=args.rollout_engine)
 
-    from relrl.modeling import check_model_source, load_model
+    from relrl.modeling import check_model_source
 
     check_model_source(args.model)
-    model, tokenizer = load_model(args.model, load_in_4bit=ev.load_in_4bit_flag(args))
-    generate = ev.model_generator(model, tokenizer, settings)
-    for k, run in runs.items():
-        result = run.evaluate(generate)
-        atomic_write_json(folder / f"fold_{k}.json", {**result, "fold": k, "folds": args.folds,
-                                                      "fold_seed": args.fold_seed})
+    engine, tokenizer = ev.open_engine(args, max_new_tokens=settings.max_new_tokens)
+    with engine:
+        generate = ev.model_generator(engine, tokenizer, settings)
+        for k, run in runs.items():
+            result = run.evaluate(generate)
+            atomic_write_json(folder / f"fold_{k}.json", {**result, "fold": k, "folds": args.folds,
+                                                          "fold_seed": args.fold_seed})
     summary = summarize(folder, args.folds, args.fold_seed)
     if summary is not None:
         atomic_write_json(folder / "summary.json", summary)

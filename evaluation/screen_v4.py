@@ -96,12 +96,12 @@ def main(argv=None):
     target = output if shard[1] == 1 else ev.shard_path(output, *shard)
     run = ev.ModelRun(part, settings, label=ev.model_label(args.model), model_path=args.model,
                       adapter=None, dataset=args.dataset,
-                      progress_file=ev.progress_path(target, "screen"))
+                      progress_file=ev.progress_path(target, "screen"),
+                      rollout_engine=args.rollout_engine)
 
-    from relrl.modeling import load_model
-
-    model, tokenizer = load_model(args.model, load_in_4bit=ev.load_in_4bit_flag(args))
-    screening = screening_result(run.evaluate(ev.model_generator(model, tokenizer, settings)))
+    engine, tokenizer = ev.open_engine(args, max_new_tokens=settings.max_new_tokens)
+    with engine:
+        screening = screening_result(run.evaluate(ev.model_generator(engine, tokenizer, settings)))
     if shard[1] == 1:
         write_outputs(folder, rows, screening)
     else:

@@ -1,7 +1,8 @@
 """The shared evaluation runner: sample, grade, record, resume, shard, merge.
 
 Every evaluation script (and SFT fold scoring) goes through `evaluate_rows`, which takes a
-`generate(rows, seeds, n)` function, so the bookkeeping is tested with a fake model. Each
+`generate(rows, seeds, n)` function, so the bookkeeping is tested with a fake model; the real
+one (`model_generator`) holds a rollout engine (relrl.engines: hf or vllm). Each
 question's completions are seeded from (run seed, question id), so a question's outcome does
 not depend on batch size, shard or resume point; that is what makes a merged or resumed run
 equal an uninterrupted one.
@@ -21,6 +22,7 @@ from typing import Callable, Sequence
 from relrl.cli import (UsageError, add_load_args, env_default, load_in_4bit_flag, parse_shard,
                        positive_int)
 from relrl.data import DatasetError, ProgressFile, atomic_write_json, questions_fingerprint, read_json
+from relrl.engines import Engine, SamplingConfig, add_engine_args, make_engine, open_engine, question_seed
 from relrl.stats import discordant, mcnemar, paired_bootstrap_ci, paired_permutation_test, pass_at_k
 
 # generate(rows, seeds, n) -> one list of n completions (objects with .text, .truncated) per row
@@ -113,8 +115,6 @@ def evaluate_rows(rows: Sequence[dict], generate: Generate, settings: EvalSettin
     """Per-question records in row order, resuming from and appending to `progress`."""
     from tqdm import tqdm
 
-    from relrl.sampling import question_seed
-
     done = progress.done if progress is not None else {}
     todo = [row for row in rows if str(row["id"]) not in done]
     per_call = max(1, settings.micro_batch // settings.samples)
@@ -134,17 +134,16 @@ def evaluate_rows(rows: Sequence[dict], generate: Generate, settings: EvalSettin
     return [results[str(row["id"])] for row in rows]
 
 
-def model_generator(model, tokenizer, settings: EvalSettings) -> Generate:
-    """`generate` for a loaded model: the shared prompt, batched seeded sampling."""
+def model_generator(engine: Engine, tokenizer, settings: EvalSettings) -> Generate:
+    """`generate` for a rollout engine: the shared prompt, seeded sampling."""
     from relrl.prompting import build_prompt
-    from relrl.sampling import SamplingConfig, generate
 
     config = SamplingConfig(temperature=settings.temperature, top_p=settings.top_p,
                             max_new_tokens=settings.max_new_tokens, micro_batch=settings.micro_batch)
 
     def run(rows: list[dict], seeds: list[int], n: int) -> list[list]:
         prompts = [build_prompt(tokenizer, row["question"]) for row in rows]
-        return generate(model, tokenizer, prompts, n, seeds, config)
+        return engine.generate(prompts, n, seeds, config)
 
     return run
 
@@ -176,8 +175,10 @@ def difficulty_breakdown(records: Sequence[dict]) -> dict | None:
 
 
 def model_result(records: Sequence[dict], *, label: str, model_path: str, adapter: str | None,
-                 dataset: str, fingerprint: str, settings: EvalSettings) -> dict:
-    """The "model result" object of the team contract, built only from records and metadata."""
+                 dataset: str, fingerprint: str, settings: EvalSettings,
+                 rollout_engine: str | None = None) -> dict:
+    """The "model result" object of the team contract, built only from records and metadata.
+    `rollout_engine` (hf or vllm) is recorded when a model sampled the completions."""
     n = len(records)
     total = sum(r["samples"] for r in records)
     correct = sum(r["pass_count"] for r in records)
@@ -192,6 +193,8 @@ def model_result(records: Sequence[dict], *, label: str, model_path: str, adapte
         "settings": settings.signature(),
         "pass_at_k": _pass_at(records, settings.samples) if n else {},
     }
+    if rollout_engine is not None:
+        result["rollout_engine"] = rollout_engine
     by_score = difficulty_breakdown(records)
     if by_score is not None:
         result["by_base_score"] = by_score
@@ -349,7 +352,7 @@ def with_records(result: dict, records: Sequence[dict]) -> dict:
                         adapter=result["adapter"], dataset=result["dataset"],
                         fingerprint=questions_fingerprint(
                             {"question": r["question"], "answer": r["target"]} for r in records),
-                        settings=settings_of(result))
+                        settings=settings_of(result), rollout_engine=result.get("rollout_engine"))
 
 
 def merged_model_result(rows: Sequence[dict], shard_results: Sequence[dict], what: str) -> dict:
@@ -394,6 +397,7 @@ def add_eval_args(parser, *, samples: int = 1, temperature: float = 1.0, shards:
     parser.add_argument("--max-questions", type=positive_int("--max-questions"), default=None,
                         help="only the first N questions of the dataset (a quick look)")
     add_load_args(parser, unsloth=False)
+    add_engine_args(parser)
     if shards:
         parser.add_argument("--shard", default=None, help="run shard i/n of the questions (0-based); "
                             "default CHUNK_INDEX/N_CHUNKS or the SLURM array variables")
@@ -448,16 +452,20 @@ class ModelRun:
     bad or foreign progress file stops a script before it loads a model."""
 
     def __init__(self, rows: Sequence[dict], settings: EvalSettings, *, label: str, model_path: str,
-                 adapter: str | None, dataset: str, progress_file: str | Path | None = None):
+                 adapter: str | None, dataset: str, progress_file: str | Path | None = None,
+                 rollout_engine: str = "hf"):
         check_rows(rows, dataset)
         self.rows, self.settings = list(rows), settings
         self.meta = {"label": label, "model_path": model_path, "adapter": adapter, "dataset": dataset,
-                     "fingerprint": questions_fingerprint(rows), "settings": settings}
+                     "fingerprint": questions_fingerprint(rows), "settings": settings,
+                     "rollout_engine": rollout_engine}
         self.progress = None
         if progress_file is not None:  # the label is left out: renaming a run keeps its work
-            self.progress = Progress(progress_file, {
-                "model_path": model_path, "adapter": adapter,
-                "fingerprint": self.meta["fingerprint"], "settings": settings.signature()})
+            run = {"model_path": model_path, "adapter": adapter,
+                   "fingerprint": self.meta["fingerprint"], "settings": settings.signature()}
+            if rollout_engine != "hf":  # (progress files written before engines stay valid)
+                run["rollout_engine"] = rollout_engine
+            self.progress = Progress(progress_file, run)
 
     def evaluate(self, generate: Generate) -> dict:
         records = evaluate_rows(self.rows, generate, self.settings, progress=self.progress,
@@ -474,7 +482,7 @@ def score_model(model, tokenizer, rows: Sequence[dict], settings: EvalSettings, 
     With `progress_file`, finished questions are appended there and a rerun resumes."""
     run = ModelRun(rows, settings, label=label, model_path=model_path, adapter=adapter,
                    dataset=dataset, progress_file=progress_file)
-    return run.evaluate(model_generator(model, tokenizer, settings))
+    return run.evaluate(model_generator(make_engine("hf", model, tokenizer), tokenizer, settings))
 
 
 # ---------------------------------------------------------------------------- script flow
@@ -532,7 +540,7 @@ def run_cli(args, rows: list[dict]) -> int:
     shard = resolve_shard(args.shard)
     part = shard_rows(rows, *shard)
     target = output if shard[1] == 1 else shard_path(output, *shard)
-    common = dict(model_path=args.model, dataset=args.dataset)
+    common = dict(model_path=args.model, dataset=args.dataset, rollout_engine=args.rollout_engine)
     base_run = ft_run = None
     if base_file is None:
         label = (getattr(args, "base_label", None) if adapter else args.label) or model_label(args.model)
@@ -542,23 +550,20 @@ def run_cli(args, rows: list[dict]) -> int:
         ft_run = ModelRun(part, settings, label=args.label or model_label(args.model, adapter),
                           adapter=adapter, progress_file=progress_path(target, "finetuned"), **common)
 
-    from relrl.modeling import load_adapter, load_model, reference_policy
-
-    model, tokenizer = load_model(args.model, load_in_4bit=load_in_4bit_flag(args))
-    if adapter is not None:
-        model = load_adapter(model, adapter, trainable=False)
-    generate = model_generator(model, tokenizer, settings)
-    if base_run is not None:
-        with reference_policy(model):
-            base = base_run.evaluate(generate)
-    else:
-        ids = {str(r["id"]) for r in part}
-        base = with_records(base_file, [r for r in base_file["results"] if str(r["id"]) in ids])
-    result = base
-    if ft_run is not None:
-        result = compare_models(base, ft_run.evaluate(generate))
-        print(f"delta {100 * result['delta']:+.1f}pp, b01={result['mcnemar_b01']} "
-              f"b10={result['mcnemar_b10']}, {result['test']} p={result['p_value']:.3g}")
+    engine, tokenizer = open_engine(args, adapter=adapter, max_new_tokens=settings.max_new_tokens)
+    with engine:
+        generate = model_generator(engine, tokenizer, settings)
+        if base_run is not None:
+            with engine.base_policy():  # the same weights, adapter off
+                base = base_run.evaluate(generate)
+        else:
+            ids = {str(r["id"]) for r in part}
+            base = with_records(base_file, [r for r in base_file["results"] if str(r["id"]) in ids])
+        result = base
+        if ft_run is not None:
+            result = compare_models(base, ft_run.evaluate(generate))
+            print(f"delta {100 * result['delta']:+.1f}pp, b01={result['mcnemar_b01']} "
+                  f"b10={result['mcnemar_b10']}, {result['test']} p={result['p_value']:.3g}")
     written = write_result(output, result, shard, fingerprint)
     print(f"wrote {written}" + ("; run --merge once every shard has finished" if shard[1] > 1 else ""))
     return 0

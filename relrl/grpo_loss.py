@@ -7,7 +7,10 @@ tokens and 0 on padding (and on truncated completions when those are masked).
 
 Per token:  ratio = exp(logp - old_logp)
             surrogate = min(ratio * A, clip(ratio, 1 - clip_low, 1 + clip_high) * A)
-            loss_t = -surrogate + beta * k3,   k3 = exp(ref - logp) - (ref - logp) - 1
+            loss_t = -w * surrogate + beta * k3,   k3 = exp(ref - logp) - (ref - logp) - 1
+w is 1, or with a separate sampler (vLLM) the truncated importance weight
+min(exp(old_logp - sampler_logp), C), detached (TIS, as in TRL and verl): the rollouts were
+drawn by the sampler, whose probabilities differ a little from the trainer's own.
 Aggregation over the training batch:
     token_mean           sum over all tokens / number of tokens            (DAPO)
     seq_mean_token_mean  mean over sequences of each sequence's token mean (original GRPO)
@@ -109,13 +112,17 @@ def policy_loss(
     ref_logp: torch.Tensor | None = None,
     batch_tokens: int | None = None,
     batch_seqs: int | None = None,
+    tis_weight: torch.Tensor | None = None,
 ) -> LossTerms:
-    """Clipped surrogate (+ beta * k3 KL) aggregated as config.aggregation; see module doc."""
+    """Clipped surrogate (+ beta * k3 KL) aggregated as config.aggregation; see module doc.
+    `tis_weight` [B, T]: per-token importance weights on the surrogate (None: all 1)."""
     mask = mask.to(logp.dtype)
     adv = advantages.to(logp.dtype).unsqueeze(1)
     ratio = torch.exp(logp - old_logp.detach())
     clipped_ratio = ratio.clamp(1.0 - config.clip_low, 1.0 + config.clip_high)
     per_token = -torch.minimum(ratio * adv, clipped_ratio * adv)
+    if tis_weight is not None:
+        per_token = per_token * tis_weight.detach().to(per_token.dtype)
     kl = None
     if ref_logp is not None:
         delta = ref_logp.detach() - logp

@@ -1,16 +1,20 @@
 """The GRPO trainer with DAPO dynamic sampling: one loop, readable top to bottom.
 
 One optimiser update (`GRPOTrainer.run`):
-  1. draw questions and sample G completions for each in one batched call (relrl.sampling);
+  1. draw questions and sample G completions for each in one call to the rollout engine
+     (relrl.engines: batched HF generate, or vLLM with the adapter synced after every update);
   2. score them (relrl.grading, or an injected reward) and keep only groups whose rewards
      differ (relrl.dynamic_sampling) until the training batch holds `grad_accum` groups:
      each kept group is one "useful step", as the study counted them;
   3. advantages within each group (relrl.grpo_loss.group_advantages);
-  4. `num_iterations` passes over the batch: clipped surrogate against the rollout policy plus
-     beta * k3 KL to the reference (adapter off), gradients summed over the batch's groups,
-     gradient clipping, one AdamW step per pass (warmup then cosine schedule);
+  4. `num_iterations` passes over the batch: clipped surrogate against the rollout policy (the
+     trainer's own log-probs, with truncated importance sampling on trainer/sampler when the
+     engine reports sampler log-probs) plus beta * k3 KL to the reference (adapter off),
+     gradients summed over the batch's groups, gradient clipping, one AdamW step per pass
+     (warmup then cosine schedule);
   5. one JSON log line per useful step; validation every `val_every` useful steps (best/ kept);
-     checkpoint-N/ every `save_every`; SIGTERM/SIGUSR1 -> checkpoint and exit 0.
+     checkpoint-N/ every `save_every`; SIGTERM/SIGUSR1 -> checkpoint and exit 0 (a rollout
+     in progress ends within one decoding step and is redrawn on resume).
 Everything a resumed run needs is in the checkpoint, and rollout seeds derive from (run seed,
 question id, attempt number), so a resumed run ends exactly where an uninterrupted one does.
 """
@@ -34,6 +38,9 @@ from relrl.checkpointing import StopFlag, load_checkpoint, save_checkpoint
 from relrl.cli import UsageError, load_in_4bit_flag
 from relrl.data import atomic_write_json, atomic_write_jsonl
 from relrl.dynamic_sampling import CollectionStopped, WASTE_KINDS, DynamicSampler, Group, QuestionSampler
+from relrl.engines import (DEFAULT_VLLM_MEMORY, ENGINES, Engine, SamplingConfig, add_engine_args,
+                           check_memory_fraction, make_engine, question_seed, require_vllm,
+                           sample_seed)
 from relrl.grpo_loss import (ADVANTAGE_MODES, AGGREGATIONS, LossConfig, batch_counts,
                              group_advantages, overlong_penalty, policy_loss)
 
@@ -64,6 +71,8 @@ class GRPOConfig:
     gen_micro_batch: int = 32
     tolerance: float = 0.05
     reward: str = "grader"  # or "digit-share", a toy reward for smoke tests
+    rollout_engine: str = "hf"  # or "vllm"
+    vllm_gpu_memory_utilization: float = DEFAULT_VLLM_MEMORY
     # dynamic sampling
     sampling_mode: str = "step"  # "step": one question per call; "batch": gen_batch per call
     gen_batch: int = 8
@@ -87,6 +96,7 @@ class GRPOConfig:
     aggregation: str = "token_mean"
     overlong_buffer: int = 0  # DAPO soft overlong penalty over the last N tokens (0: off)
     mask_truncated: bool = False  # truncated completions add nothing to the loss
+    tis_cap: float = 2.0  # truncated importance sampling cap on trainer/sampler (0: off)
     # validation and checkpoints
     save_every: int = 20
     val_every: int = 20
@@ -124,12 +134,17 @@ class GRPOConfig:
                 "--" + name.replace("_", "-")
             need(getattr(self, name) >= 1, flag, f"must be >= 1, got {getattr(self, name)}")
         need(self.patience >= 0, "--patience", f"must be >= 0, got {self.patience}")
+        need(self.tis_cap >= 0, "--tis-cap", f"must be >= 0 (0: off), got {self.tis_cap}")
+        need(self.rollout_engine in ENGINES, "--rollout-engine", f"one of {ENGINES}")
+        check_memory_fraction(self.vllm_gpu_memory_utilization)
 
     def settings(self) -> dict:
         """The settings that make two runs the same run. Left out: the output folder, the
-        micro-batch sizes (speed and memory only) and the cap on generated groups."""
+        micro-batch sizes and vLLM's memory share (speed and memory only) and the cap on
+        generated groups."""
         out = dataclasses.asdict(self)
-        for key in ("output_dir", "max_total_attempts", "gen_micro_batch", "train_micro_batch"):
+        for key in ("output_dir", "max_total_attempts", "gen_micro_batch", "train_micro_batch",
+                    "vllm_gpu_memory_utilization"):
             out.pop(key)
         if self.sft_adapter:  # the warm-start adapter brings its own rank and alpha
             out.pop("lora_r"), out.pop("lora_alpha")
@@ -173,11 +188,14 @@ class GRPOTrainer:
     def __init__(self, cfg: GRPOConfig, model, tokenizer, rows: list[dict],
                  val_rows: list[dict] | None = None, *, reward_fn: RewardFn | None = None,
                  settings: dict | None = None, fingerprint: str = "",
-                 advantage_hook: Callable[[torch.Tensor], torch.Tensor] | None = None):
+                 advantage_hook: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                 engine: Engine | None = None):
         from relrl.prompting import build_prompt
-        from relrl.sampling import SamplingConfig
 
         self.cfg, self.model, self.tokenizer = cfg, model, tokenizer
+        self.engine = engine or make_engine("hf", model, tokenizer)
+        self.engine_synced = False  # the engine samples from the adapter as it is now
+        self.should_stop: Callable[[], bool] = lambda: False  # asked every decoding step
         self.rows, self.val_rows = rows, val_rows or []
         self.reward_fn = reward_fn or (digit_share_reward if cfg.reward == "digit-share"
                                        else grader_reward(cfg.tolerance))
@@ -219,21 +237,26 @@ class GRPOTrainer:
     # ------------------------------------------------------------------ rollouts and reward
     def rollout(self, indices: list[int], first_attempt: int) -> list[Group]:
         """G completions for each question in one batched call, scored."""
-        from relrl.sampling import generate, question_seed, sample_seed
-
         G = self.cfg.num_generations
         rows = [self.rows[i] for i in indices]
         # A question drawn again gets new completions: its seed also depends on the attempt.
         seeds = [sample_seed(question_seed(self.cfg.seed, str(row["id"])), first_attempt + k)
                  for k, row in enumerate(rows)]
-        completions = generate(self.model, self.tokenizer, [self.prompts[i] for i in indices],
-                               G, seeds, self.sampling)
+        self.sync_engine()
+        completions = self.engine.generate([self.prompts[i] for i in indices], G, seeds,
+                                           self.sampling, should_stop=self.should_stop)
         groups = []
         for k, (index, row, group) in enumerate(zip(indices, rows, completions)):
             scored = [self.reward_fn(c.text, row) for c in group]
             rewards = [reward + self.length_penalty(c) for (reward, _), c in zip(scored, group)]
             groups.append(Group(index, first_attempt + k, rewards, [ok for _, ok in scored], group))
         return groups
+
+    def sync_engine(self) -> None:
+        """Hand the adapter to the engine once after each change (update or restore)."""
+        if not self.engine_synced:
+            self.engine.sync_adapter(self.model)
+            self.engine_synced = True
 
     def length_penalty(self, completion) -> float:
         if not self.cfg.overlong_buffer:
@@ -243,8 +266,9 @@ class GRPOTrainer:
 
     # ------------------------------------------------------------------ the update
     def pack(self, rows: list[tuple[int, object, float]]):
-        """Model inputs, loss mask, advantages and owning group of (group, completion,
-        advantage) rows: prompts left-padded, completions right-padded after them."""
+        """Model inputs, the sampler's log-probs (None unless every completion has them),
+        loss mask, advantages and owning group of (group, completion, advantage) rows:
+        prompts left-padded, completions right-padded after them."""
         from relrl.logprobs import pack_sequences
 
         ids, attention, start = pack_sequences([c.prompt_ids for _, c, _ in rows],
@@ -256,7 +280,12 @@ class GRPOTrainer:
             mask = mask * keep.unsqueeze(1)
         advantages = torch.tensor([a for _, _, a in rows])
         owner = torch.tensor([k for k, _, _ in rows])
-        return ids, attention, start, mask, advantages, owner
+        sampler = None
+        if all(c.logprobs is not None for _, c, _ in rows):
+            sampler = torch.zeros_like(mask)
+            for r, (_, c, _) in enumerate(rows):
+                sampler[r, :len(c.logprobs)] = torch.tensor(c.logprobs)
+        return ids, attention, start, sampler, mask, advantages, owner
 
     def logprobs(self, ids, attention, start, entropy=False):
         from relrl.logprobs import completion_logprobs
@@ -281,40 +310,49 @@ class GRPOTrainer:
         rows.sort(key=lambda row: len(row[1].token_ids))
         size = cfg.train_micro_batch
         chunks = [self.pack(rows[i:i + size]) for i in range(0, len(rows), size)]
-        counts = [batch_counts(chunk[3]) for chunk in chunks]
+        counts = [batch_counts(chunk[4]) for chunk in chunks]
         batch_tokens, batch_seqs = sum(t for t, _ in counts), sum(s for _, s in counts)
-        old, ref = [None] * len(chunks), [None] * len(chunks)
-        sums = {key: torch.zeros(n) for key in ("loss", "tokens", "clipped", "kl", "entropy")}
-        self.model.train()
-        for iteration in range(cfg.num_iterations):
-            for c, (ids, attention, start, mask, adv, owner) in enumerate(chunks):
-                mask = mask.to(device)
-                if iteration == 0:
-                    logp, entropy = self.logprobs(ids, attention, start, entropy=True)
-                    old[c] = logp.detach()  # the policy that generated the rollouts
-                    sums["entropy"].index_add_(0, owner, (entropy.detach() * mask).sum(1).cpu())
-                    if cfg.beta > 0:
-                        with torch.no_grad(), reference_policy(self.model):
-                            ref[c] = self.logprobs(ids, attention, start)
-                else:
-                    logp = self.logprobs(ids, attention, start)
-                terms = policy_loss(logp, old[c], adv.to(device), mask, self.loss_cfg,
-                                    ref_logp=ref[c], batch_tokens=batch_tokens,
-                                    batch_seqs=batch_seqs)
-                terms.loss.backward()
-                sums["loss"].index_add_(0, owner, terms.row_loss.cpu())
-                sums["tokens"].index_add_(0, owner, terms.row_tokens.cpu())
-                sums["clipped"].index_add_(
-                    0, owner, (terms.row_clip_low + terms.row_clip_high).cpu())
-                if terms.row_kl is not None:
-                    sums["kl"].index_add_(0, owner, terms.row_kl.cpu())
-            torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
-            self.optimizer.step()
-            self.scheduler.step()
-            self.optimizer.zero_grad(set_to_none=True)
-            self.updates += 1
-        self.model.eval()
+        old, ref, tis = [None] * len(chunks), [None] * len(chunks), [None] * len(chunks)
+        keys = ("loss", "tokens", "clipped", "kl", "entropy", "tis_ratio", "tis_capped")
+        sums = {key: torch.zeros(n) for key in keys}
+        with_sampler = all(chunk[3] is not None for chunk in chunks)
+        with self.engine.updating():
+            self.model.train()
+            for iteration in range(cfg.num_iterations):
+                for c, (ids, attention, start, sampler, mask, adv, owner) in enumerate(chunks):
+                    mask = mask.to(device)
+                    if iteration == 0:
+                        logp, entropy = self.logprobs(ids, attention, start, entropy=True)
+                        old[c] = logp.detach()  # the trainer's log-probs of the rollouts
+                        sums["entropy"].index_add_(0, owner,
+                                                   (entropy.detach() * mask).sum(1).cpu())
+                        if cfg.beta > 0:
+                            with torch.no_grad(), reference_policy(self.model):
+                                ref[c] = self.logprobs(ids, attention, start)
+                        if with_sampler:
+                            tis[c] = self.importance_weights(old[c], sampler.to(device), mask,
+                                                             owner, sums)
+                    else:
+                        logp = self.logprobs(ids, attention, start)
+                    terms = policy_loss(logp, old[c], adv.to(device), mask, self.loss_cfg,
+                                        ref_logp=ref[c], batch_tokens=batch_tokens,
+                                        batch_seqs=batch_seqs, tis_weight=tis[c])
+                    terms.loss.backward()
+                    sums["loss"].index_add_(0, owner, terms.row_loss.cpu())
+                    sums["tokens"].index_add_(0, owner, terms.row_tokens.cpu())
+                    sums["clipped"].index_add_(
+                        0, owner, (terms.row_clip_low + terms.row_clip_high).cpu())
+                    if terms.row_kl is not None:
+                        sums["kl"].index_add_(0, owner, terms.row_kl.cpu())
+                torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
+                self.optimizer.step()
+                self.scheduler.step()
+                self.optimizer.zero_grad(set_to_none=True)
+                self.updates += 1
+            self.model.eval()
+        self.engine_synced = False
         tokens = sums["tokens"].clamp(min=1)
+        per_token = cfg.num_iterations / tokens  # the TIS sums count iteration 0's tokens only
         return [{
             # this group's share of the batch loss, scaled so the groups' mean is the batch's
             "loss": float(sums["loss"][k]) * n / cfg.num_iterations,
@@ -322,17 +360,33 @@ class GRPOTrainer:
             "clip_frac": float(sums["clipped"][k] / tokens[k]),
             "entropy": float(sums["entropy"][k] / tokens[k] * cfg.num_iterations),
             "advantages": advantages[k].tolist(),
+            # trainer/sampler probability ratio: mean over tokens, share above the cap
+            "tis_ratio_mean": float(sums["tis_ratio"][k] * per_token[k]) if with_sampler else None,
+            "tis_capped_frac": float(sums["tis_capped"][k] * per_token[k])
+            if with_sampler and cfg.tis_cap > 0 else None,
         } for k in range(n)]
+
+    def importance_weights(self, old, sampler, mask, owner, sums):
+        """Truncated importance sampling (TIS): per token min(p_trainer / p_sampler, cap),
+        detached, multiplying the surrogate; None (no correction) when the cap is 0. The ratio
+        statistics are added to `sums` either way."""
+        ratio = torch.exp(old - sampler) * mask
+        sums["tis_ratio"].index_add_(0, owner, ratio.sum(1).cpu())
+        if not self.cfg.tis_cap > 0:
+            return None
+        capped = (ratio > self.cfg.tis_cap).to(mask.dtype) * mask
+        sums["tis_capped"].index_add_(0, owner, capped.sum(1).cpu())
+        return ratio.clamp(max=self.cfg.tis_cap).detach()
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> float:
         """Accuracy on the validation rows: one sample each, seeded per question."""
         from relrl.prompting import build_prompt
-        from relrl.sampling import generate, question_seed
 
         prompts = [build_prompt(self.tokenizer, row["question"]) for row in self.val_rows]
         seeds = [question_seed(self.cfg.seed, str(row["id"])) for row in self.val_rows]
-        completions = generate(self.model, self.tokenizer, prompts, 1, seeds, self.sampling)
+        self.sync_engine()
+        completions = self.engine.generate(prompts, 1, seeds, self.sampling)
         correct = sum(self.reward_fn(c[0].text, row)[1]
                       for c, row in zip(completions, self.val_rows))
         return correct / len(self.val_rows)
@@ -361,6 +415,7 @@ class GRPOTrainer:
         self.updates, self.stats, self.best = state["updates"], state["stats"], state["best"]
         self.last_val_step = state["last_val_step"]
         self.last_save_step = self.useful_steps
+        self.engine_synced = False
         log = self.out / LOG_FILE
         if log.exists():  # keep the lines up to the checkpoint: the rest will be redone
             kept = []
@@ -472,11 +527,13 @@ class GRPOTrainer:
             (self.out / LOG_FILE).unlink(missing_ok=True)
         with StopFlag() as stop, tqdm(total=cfg.max_useful_steps, initial=self.useful_steps,
                                       desc="grpo", file=sys.stderr, disable=None) as bar:
+            self.should_stop = lambda: stop.requested  # a rollout ends within one decoding step
             while (stopped_by := self.stop_reason()) is None and not stop.requested:
                 wanted = min(cfg.grad_accum, cfg.max_useful_steps - self.useful_steps)
                 t0 = time.perf_counter()
                 # A long collect (up to grad_accum x max_resample rollouts) must not outlast
-                # SLURM's warning: stop between generation calls, forgetting the partial draw.
+                # SLURM's warning: stop between (and within) generation calls, forgetting the
+                # partial draw.
                 before = copy.deepcopy(self.sampler.state_dict())
                 try:
                     groups = self.sampler.collect(wanted, should_stop=lambda: stop.requested)
@@ -497,6 +554,7 @@ class GRPOTrainer:
                 bar.update(len(groups))
                 if self.due(cfg.save_every, self.last_save_step):
                     self.save()
+        self.should_stop = lambda: False
         if stop.requested:
             return self.finish(stop.signal)
         if self.val_rows and self.useful_steps and self.last_val_step != self.useful_steps:
@@ -563,6 +621,7 @@ def build_parser(variant: str):
     a("--seed", type=int, default=d.seed, help="run seed (0)")
     add_load_args(p)
     g = p.add_argument_group("rollouts")
+    add_engine_args(g)
     g.add_argument("--num-generations", "-G", type=int, default=d.num_generations,
                    help="completions per question (4)")
     g.add_argument("--temperature", type=float, default=d.temperature, help="(1.0)")
@@ -621,6 +680,10 @@ def build_parser(variant: str):
     g.add_argument("--aggregation", choices=AGGREGATIONS, default=d.aggregation,
                    help="token_mean (DAPO), seq_mean_token_mean (GRPO), "
                    "seq_sum_constant (Dr. GRPO)")
+    g.add_argument("--tis-cap", type=float, default=d.tis_cap,
+                   help="truncated importance sampling: each token's surrogate weighted by "
+                   "min(p_trainer / p_sampler, C), with the vLLM engine's sampler log-probs "
+                   "(2.0; 0: off; the hf engine samples from the trainer itself: no weight)")
     g = p.add_argument_group("validation and checkpoints")
     g.add_argument("--save-every", type=positive_int("--save-every"), default=d.save_every,
                    help="checkpoint every N useful steps (20)")
@@ -661,6 +724,8 @@ def config_from_args(args, variant: str) -> GRPOConfig:
         temperature=args.temperature, top_p=args.top_p,
         max_new_tokens=args.max_new_tokens or (3072 if cuda else 256),
         gen_micro_batch=args.gen_micro_batch, tolerance=args.tolerance, reward=args.reward,
+        rollout_engine=args.rollout_engine, tis_cap=args.tis_cap,
+        vllm_gpu_memory_utilization=args.vllm_gpu_memory_utilization,
         sampling_mode=args.sampling_mode, gen_batch=args.gen_batch,
         max_resample=args.max_resample, max_total_attempts=args.max_total_steps,
         pass_rate_sampler=args.pass_rate_sampler, max_useful_steps=args.max_useful_steps,
@@ -691,6 +756,8 @@ def main(variant: str, argv=None, *, reward_fn: RewardFn | None = None) -> int:
     if VARIANTS[variant]["warm_start"]:
         cfg.sft_adapter = resolve_sft_adapter(args)
     check_model_source(cfg.model)
+    if cfg.rollout_engine == "vllm":
+        require_vllm()  # before anything is loaded
     rows = load_dataset(cfg.dataset)
     val_rows = load_dataset(cfg.val_dataset)[: args.val_limit] if cfg.val_dataset else []
     settings = {**cfg.settings(), "dataset_fingerprint": questions_fingerprint(rows),
@@ -708,9 +775,13 @@ def main(variant: str, argv=None, *, reward_fn: RewardFn | None = None) -> int:
         model = attach_lora(model, r=cfg.lora_r, alpha=cfg.lora_alpha)
     print(f"GRPO {variant}: {cfg.model}"
           f"{' + ' + cfg.sft_adapter if cfg.sft_adapter else ''}, {len(rows)} questions, "
-          f"G={cfg.num_generations}, {cfg.max_useful_steps} useful steps, "
+          f"G={cfg.num_generations}, {cfg.rollout_engine} rollouts, "
+          f"{cfg.max_useful_steps} useful steps, "
           f"fingerprint {fingerprint}", flush=True)
-    trainer = GRPOTrainer(cfg, model, tokenizer, rows, val_rows, reward_fn=reward_fn,
-                          settings=settings, fingerprint=fingerprint)
-    trainer.run(resume_from)
+    with make_engine(cfg.rollout_engine, model, tokenizer, source=cfg.model, seed=cfg.seed,
+                     max_new_tokens=cfg.max_new_tokens,
+                     gpu_memory_utilization=cfg.vllm_gpu_memory_utilization) as engine:
+        trainer = GRPOTrainer(cfg, model, tokenizer, rows, val_rows, reward_fn=reward_fn,
+                              settings=settings, fingerprint=fingerprint, engine=engine)
+        trainer.run(resume_from)
     return 0

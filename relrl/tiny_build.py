@@ -213,7 +213,7 @@ def family_accuracy(model, tokenizer, recipe: Recipe, exclude: frozenset[str]) -
     """Accuracy by family on fresh questions, `eval_samples` samples each at T=1.0, top-p 0.95."""
     from relrl.grading import grade
     from relrl.prompting import build_prompt
-    from relrl.sampling import SamplingConfig, generate, question_seed
+    from relrl.engines import SamplingConfig, question_seed, make_engine
 
     families, generate_rows = _generators()
     rows = generate_rows(families, recipe.eval_per_family * len(families), recipe.seed + 1,
@@ -222,7 +222,8 @@ def family_accuracy(model, tokenizer, recipe: Recipe, exclude: frozenset[str]) -
     seeds = [question_seed(recipe.seed, row["id"]) for row in rows]
     config = SamplingConfig(temperature=1.0, top_p=0.95, max_new_tokens=recipe.eval_max_new_tokens,
                             micro_batch=64)
-    completions = generate(model, tokenizer, prompts, recipe.eval_samples, seeds, config)
+    engine = make_engine("hf", model, tokenizer)  # the model being built, in memory
+    completions = engine.generate(prompts, recipe.eval_samples, seeds, config)
     by_family: dict[str, list[int]] = {}
     truncated = 0
     for row, samples in zip(rows, completions):

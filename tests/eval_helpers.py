@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from relrl.cli import run_main
-from relrl.sampling import sample_seed
+from relrl.engines import sample_seed
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -134,7 +134,7 @@ def test_micro_batches_change_memory_not_the_update(tmp_path):
 
 
 def test_truncated_completions_masked_and_penalised(tmp_path):
-    from relrl.sampling import Completion
+    from relrl.engines import Completion
 
     t = trainer(tmp_path, mask_truncated=True, overlong_buffer=4, max_new_tokens=8)
     done = Completion("ab", [5, 6, 7], [1, 2], truncated=False)

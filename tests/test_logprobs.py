@@ -5,7 +5,8 @@ import torch
 from relrl.logprobs import completion_logprobs, naive_logprobs, pack_sequences
 from relrl.modeling import attach_lora, load_model, reference_policy
 from relrl.prompting import build_prompt
-from relrl.sampling import SamplingConfig, generate
+from relrl.engines.base import SamplingConfig
+from relrl.engines.hf import generate
 
 
 @pytest.fixture(scope="module")

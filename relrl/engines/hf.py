@@ -1,66 +1,26 @@
-"""Batched sampling whose randomness belongs to each (question, sample index).
+"""The Hugging Face engine: batched `model.generate` whose randomness belongs to each
+(question, sample index).
 
 All prompts x n samples go through `model.generate` in micro-batches with left padding. Instead
 of the shared RNG of HF sampling, every row gets its own torch.Generator and its token is chosen
 by the Gumbel-max trick (argmax of temperature-scaled, top-p-filtered logits plus Gumbel noise),
 which draws exactly from the same distribution as softmax sampling. A question's completions
 therefore do not depend on what else is in the batch, the batch size, the shard or resume point.
+It reports no sampler log-probs: the trainer's own are exact for it.
 """
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
+import contextlib
+from typing import Callable
 
 import torch
-from transformers import GenerationConfig, LogitsProcessor, LogitsProcessorList
+from transformers import (GenerationConfig, LogitsProcessor, LogitsProcessorList,
+                          StoppingCriteria, StoppingCriteriaList)
 
-from relrl.cli import UsageError
-from relrl.modeling import device_of
-
-STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
-
-
-@dataclass(frozen=True)
-class SamplingConfig:
-    temperature: float = 1.0
-    top_p: float = 0.95
-    max_new_tokens: int = 3072
-    micro_batch: int = 32
-    do_sample: bool = True  # False: greedy decoding, temperature and top_p unused
-
-    def __post_init__(self):
-        if not self.max_new_tokens > 0:
-            raise UsageError(f"--max-new-tokens: must be >= 1, got {self.max_new_tokens}")
-        if self.do_sample and not self.temperature > 0:
-            raise UsageError(f"--temperature: must be > 0 when sampling, got {self.temperature} "
-                             "(use greedy decoding for a deterministic answer)")
-        if not 0 < self.top_p <= 1:
-            raise UsageError(f"--top-p: must be in (0, 1], got {self.top_p}")
-        if not self.micro_batch >= 1:
-            raise UsageError(f"--micro-batch: must be >= 1, got {self.micro_batch}")
-
-
-@dataclass
-class Completion:
-    text: str  # decoded without special tokens
-    token_ids: list[int]  # sampled tokens, ending with the stop token unless truncated
-    prompt_ids: list[int]
-    truncated: bool  # hit max_new_tokens before a stop token
-
-
-def _hash_seed(*parts) -> int:
-    digest = hashlib.sha256("/".join(str(p) for p in parts).encode()).digest()
-    return int.from_bytes(digest[:8], "little") & (2**63 - 1)
-
-
-def question_seed(base_seed: int, qid) -> int:
-    """A question's seed from the run seed and its id: independent of the question's position."""
-    return _hash_seed("question", base_seed, qid)
-
-
-def sample_seed(seed: int, index: int) -> int:
-    """The seed of sample `index` of a question whose seed is `seed`."""
-    return _hash_seed("sample", seed, index)
+from relrl.dynamic_sampling import CollectionStopped
+from relrl.engines.base import (Completion, Engine, SamplingConfig, encode_prompts,
+                                make_completion, sample_seed, stop_token_ids)
+from relrl.modeling import device_of, reference_policy
 
 
 def filter_top_p(scores: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -92,12 +52,17 @@ class SeededGumbelSampler(LogitsProcessor):
         return scores - torch.log(-torch.log(uniform))
 
 
-def stop_token_ids(tokenizer) -> list[int]:
-    vocab = tokenizer.get_vocab()
-    ids = {vocab[t] for t in STOP_TOKENS if t in vocab}
-    if tokenizer.eos_token_id is not None:
-        ids.add(tokenizer.eos_token_id)
-    return sorted(ids)
+class StopRequested(StoppingCriteria):
+    """Ends generate() at the end of the current decoding step once a stop is requested
+    (SIGTERM/SIGUSR1 via relrl.checkpointing.StopFlag), instead of after max_new_tokens."""
+
+    def __init__(self, should_stop: Callable[[], bool]):
+        self.should_stop, self.fired = should_stop, False
+
+    def __call__(self, input_ids, scores, **kwargs) -> torch.BoolTensor:
+        self.fired = self.fired or bool(self.should_stop())
+        return torch.full((input_ids.shape[0],), self.fired, dtype=torch.bool,
+                          device=input_ids.device)
 
 
 def _generation_config(config: SamplingConfig, stop_ids: list[int], pad_id: int) -> GenerationConfig:
@@ -122,16 +87,11 @@ def _left_pad(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.T
 
 
 def generate(model, tokenizer, prompts: list[str], n: int, seeds: list[int],
-             config: SamplingConfig) -> list[list[Completion]]:
+             config: SamplingConfig,
+             should_stop: Callable[[], bool] | None = None) -> list[list[Completion]]:
     """n completions per prompt: result[i][j] is sample j of prompts[i], seeded by
-    sample_seed(seeds[i], j)."""
-    if len(seeds) != len(prompts):
-        raise ValueError(f"{len(prompts)} prompts but {len(seeds)} seeds")
-    if n < 1:
-        raise UsageError(f"--samples: must be >= 1, got {n}")
-    encoded = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
-    if any(len(e) == 0 for e in encoded):
-        raise UsageError("empty prompt")
+    sample_seed(seeds[i], j). Raises CollectionStopped when `should_stop` says yes."""
+    encoded = encode_prompts(tokenizer, prompts, n, seeds)
     # Longest prompts first, so micro-batches hold prompts of similar length (less padding).
     rows = sorted(((i, j) for i in range(len(prompts)) for j in range(n)),
                   key=lambda row: -len(encoded[row[0]]))
@@ -145,26 +105,42 @@ def generate(model, tokenizer, prompts: list[str], n: int, seeds: list[int],
     model.eval()  # dropout off, and the KV cache is not disabled by gradient checkpointing
     try:
         for start in range(0, len(rows), config.micro_batch):
+            if should_stop is not None and should_stop():
+                raise CollectionStopped
             chunk = rows[start:start + config.micro_batch]
             ids, mask = _left_pad([encoded[i] for i, _ in chunk], pad_id)
             processors = LogitsProcessorList()
             if config.do_sample:
                 seeds_here = [sample_seed(seeds[i], j) for i, j in chunk]
                 processors.append(SeededGumbelSampler(config.temperature, config.top_p, seeds_here, device))
+            stopper = StopRequested(should_stop or (lambda: False))
             with torch.no_grad():
                 out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
-                                     generation_config=gen_config, logits_processor=processors)
+                                     generation_config=gen_config, logits_processor=processors,
+                                     stopping_criteria=StoppingCriteriaList([stopper]))
+            if stopper.fired:
+                raise CollectionStopped
             new_tokens = out[:, ids.shape[1]:].tolist()
             for (i, j), tokens in zip(chunk, new_tokens):
-                results[i][j] = _completion(tokenizer, tokens, encoded[i], set(stop_ids))
+                results[i][j] = make_completion(tokenizer, tokens, encoded[i], set(stop_ids))
     finally:
         if was_training:
             model.train()
     return results
 
 
-def _completion(tokenizer, tokens: list[int], prompt_ids: list[int], stops: set[int]) -> Completion:
-    end = next((k for k, t in enumerate(tokens) if t in stops), None)
-    kept = tokens if end is None else tokens[:end + 1]
-    return Completion(text=tokenizer.decode(kept, skip_special_tokens=True), token_ids=kept,
-                      prompt_ids=list(prompt_ids), truncated=end is None)
+class HFEngine(Engine):
+    """`generate` above on the policy being trained: nothing to sync, the adapter is live."""
+
+    name = "hf"
+
+    def __init__(self, model, tokenizer):
+        self.model, self.tokenizer = model, tokenizer
+
+    def generate(self, prompts, n, seeds, sampling, should_stop=None):
+        return generate(self.model, self.tokenizer, prompts, n, seeds, sampling, should_stop)
+
+    @contextlib.contextmanager
+    def base_policy(self):
+        with reference_policy(self.model):
+            yield self

