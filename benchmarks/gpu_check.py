@@ -34,9 +34,10 @@ sys.path.insert(0, str(ROOT))
 from relrl.data import atomic_write_json  # noqa: E402
 from relrl.grpo_loss import LossConfig, batch_counts, group_advantages, policy_loss  # noqa: E402
 from relrl.logprobs import completion_logprobs, pack_sequences  # noqa: E402
-from relrl.modeling import (attach_lora, device_of, enable_checkpointing, generation_mode,  # noqa: E402
+from relrl.modeling import (attach_lora, device_of, enable_checkpointing,  # noqa: E402
                             is_checkpointing, load_model)
-from relrl.sampling import Completion, SamplingConfig, generate  # noqa: E402
+from relrl.engines.base import Completion, SamplingConfig  # noqa: E402
+from relrl.engines.hf import generate  # noqa: E402
 from relrl.tiny_tokenizer import fixed_tokenizer  # noqa: E402
 
 CONFIG_8B = Path(__file__).resolve().parent / "configs" / "qwen3-8b" / "config.json"
@@ -151,9 +152,8 @@ def sft_step(model, optimizer, tokens: int, vocab: int) -> dict:
 
 def hf_rollout(model, tokenizer, prompts: list[str], new_tokens: int) -> list[list[Completion]]:
     """The HF engine's rollout of G samples per prompt (the one line to rewire to relrl.engines)."""
-    with generation_mode(model):
-        return generate(model, tokenizer, prompts, G, list(range(len(prompts))),
-                        SamplingConfig(max_new_tokens=new_tokens, micro_batch=G * len(prompts)))
+    return generate(model, tokenizer, prompts, G, list(range(len(prompts))),
+                    SamplingConfig(max_new_tokens=new_tokens, micro_batch=G * len(prompts)))
 
 
 def rollout_rate(model, tokenizer, prompts, new_tokens: int) -> dict:

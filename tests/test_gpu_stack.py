@@ -15,7 +15,8 @@ from relrl.logprobs import completion_logprobs, naive_logprobs, pack_sequences
 from relrl.modeling import (attach_lora, device_of, generation_mode, is_checkpointing,
                             load_model)
 from relrl.prompting import build_prompt
-from relrl.sampling import SamplingConfig, generate
+from relrl.engines.base import SamplingConfig
+from relrl.engines.hf import generate
 from relrl.tiny_models import load_builtin
 
 
@@ -93,7 +94,11 @@ def test_unsloth_rollout_switches_modes_and_restores_checkpointing(fake_unsloth)
     with generation_mode(model):
         assert fake_unsloth.calls == [("for_inference",)]
         assert not model.training and not is_checkpointing(model)
-        rows = generate(model, tok, _prompts(tok), 2, [1, 2], SamplingConfig(max_new_tokens=4))
+    assert fake_unsloth.calls == [("for_inference",), ("for_training", True)]
+    assert is_checkpointing(model) and model.training
+    # The HF engine's generate() goes through the same switches around its rollout.
+    fake_unsloth.calls.clear()
+    rows = generate(model, tok, _prompts(tok), 2, [1, 2], SamplingConfig(max_new_tokens=4))
     assert len(rows) == 2 and all(len(r) == 2 for r in rows)
     assert fake_unsloth.calls == [("for_inference",), ("for_training", True)]
     assert is_checkpointing(model), "the next update would run without gradient checkpointing"

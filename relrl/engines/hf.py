@@ -20,7 +20,7 @@ from transformers import (GenerationConfig, LogitsProcessor, LogitsProcessorList
 from relrl.dynamic_sampling import CollectionStopped
 from relrl.engines.base import (Completion, Engine, SamplingConfig, encode_prompts,
                                 make_completion, sample_seed, stop_token_ids)
-from relrl.modeling import device_of, reference_policy
+from relrl.modeling import device_of, generation_mode, reference_policy
 
 
 def filter_top_p(scores: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -101,9 +101,9 @@ def generate(model, tokenizer, prompts: list[str], n: int, seeds: list[int],
     device = device_of(model)
     results: list[list[Completion | None]] = [[None] * n for _ in prompts]
 
-    was_training = model.training
-    model.eval()  # dropout off, and the KV cache is not disabled by gradient checkpointing
-    try:
+    # Eval mode (dropout off, KV cache on) and Unsloth's inference kernels inside; training
+    # mode and gradient checkpointing restored after.
+    with generation_mode(model):
         for start in range(0, len(rows), config.micro_batch):
             if should_stop is not None and should_stop():
                 raise CollectionStopped
@@ -123,9 +123,6 @@ def generate(model, tokenizer, prompts: list[str], n: int, seeds: list[int],
             new_tokens = out[:, ids.shape[1]:].tolist()
             for (i, j), tokens in zip(chunk, new_tokens):
                 results[i][j] = make_completion(tokenizer, tokens, encoded[i], set(stop_ids))
-    finally:
-        if was_training:
-            model.train()
     return results
 
 
