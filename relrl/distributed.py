@@ -26,6 +26,18 @@ from relrl.cli import UsageError
 _STATE = {"device": torch.device("cpu")}
 
 
+def launch_help(script: str) -> str:
+    """The --help epilog of a training script: how to run it on several GPUs and nodes."""
+    return (f"several GPUs (one process each; gloo on the CPU, NCCL on CUDA):\n"
+            f"  torchrun --nproc_per_node 8 {script} ...\n"
+            f"several nodes (run on every node, or let slurm/grpo.sbatch do it):\n"
+            f"  srun --ntasks-per-node=1 torchrun --nnodes $SLURM_NNODES --nproc_per_node 8 \\\n"
+            f"      --rdzv_backend c10d --rdzv_endpoint HEAD_NODE:29500 {script} ...\n"
+            f"  or one srun task per rank: srun --ntasks-per-node=8 python {script} ...\n"
+            f"The run is the same at any number of processes (the adapter up to float "
+            f"rounding); rank 0 writes checkpoints, logs and statistics.")
+
+
 def _env_int(name: str) -> int | None:
     value = os.environ.get(name, "")
     return int(value) if value.strip().isdigit() else None

@@ -14,6 +14,7 @@ per step), statistics.json, pairs.jsonl (the pairs trained on) and adapter/ (the
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import sys
@@ -313,7 +314,9 @@ def build_parser():
 
     d = DPOConfig()
     p = ArgumentParser(description="DPO (or IPO) with a LoRA on preference pairs built from "
-                       "screening or evaluation outputs; the reference is the base model")
+                       "screening or evaluation outputs; the reference is the base model",
+                       epilog=distributed.launch_help("training/dpo_train.py"),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     a = p.add_argument
     a("--model", default=d.model, help=f"base model: hub id, folder, tiny or tiny-random "
       f"(default {d.model})")

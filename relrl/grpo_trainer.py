@@ -16,6 +16,7 @@ question id, attempt number), so a resumed run ends exactly where an uninterrupt
 """
 from __future__ import annotations
 
+import argparse
 import copy
 import dataclasses
 import json
@@ -574,7 +575,10 @@ def build_parser(variant: str):
     from relrl.cli import ArgumentParser, add_load_args, env_default, positive_int
 
     spec, d = VARIANTS[variant], GRPOConfig()
-    p = ArgumentParser(description=spec["about"])
+    script = "training/grpo_exp7_dynamic.py" if spec["warm_start"] else \
+        "training/grpo_exp10_nosft.py"
+    p = ArgumentParser(description=spec["about"], epilog=distributed.launch_help(script),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     a = p.add_argument
     a("--model", default=d.model, help=f"base model: hub id, folder, tiny or tiny-random "
       f"(default {d.model})")

@@ -21,6 +21,7 @@ Output folder:
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import gc
 import json
@@ -519,7 +520,8 @@ def build_parser(default_model: str, default_output: str, about: str):
     from relrl.cli import ArgumentParser, add_load_args, positive_int
 
     d = SFTConfig()
-    p = ArgumentParser(description=about)
+    p = ArgumentParser(description=about, epilog=distributed.launch_help(
+        "training/sft_qwen3_kfold.py"), formatter_class=argparse.RawDescriptionHelpFormatter)
     a = p.add_argument
     a("--model", default=default_model, help=f"base model: hub id, folder, tiny or tiny-random "
       f"(default {default_model})")
