@@ -1,5 +1,5 @@
 """Data parallelism over torch.distributed: 2 gloo processes under torchrun run the same run as
-one process (GRPO exp10 and SFT), a stop signal on one rank stops every rank at the same step,
+one process (GRPO exp10, SFT and DPO), a stop signal on one rank stops every rank at the same step,
 and the killed 2-process run resumes to the end of the uninterrupted one.
 
 Tolerance: the ranks' gradient sums are added up in another order than one process adds its
@@ -179,3 +179,23 @@ def test_sft_on_two_gloo_ranks_equals_one_process_with_the_same_global_batch(tmp
         assert (x["step"], x["tokens"], x["examples"]) == (y["step"], y["tokens"], y["examples"])
         assert x["grad_norm"] == pytest.approx(y["grad_norm"], rel=1e-4)
     assert_adapters_close(tmp_path / "one/adapters/all", tmp_path / "two/adapters/all")
+
+
+def test_dpo_on_two_gloo_ranks_equals_one_process(tmp_path):
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("".join(json.dumps({
+        "id": r["id"], "question": r["question"], "chosen": r["reasoning"],
+        "rejected": f"It is \\boxed{{{r['answer']}0}}"}) + "\n" for r in ROWS[:6]))
+    args = ["--model", "tiny-random", "--pairs-from", pairs, "--micro-batch", "1",
+            "--grad-accum", "3", "--epochs", "2", "--learning-rate", "1e-3"]
+    run(0, "dpo_train.py", *args, "--output-dir", tmp_path / "one")
+    run(2, "dpo_train.py", *args, "--output-dir", tmp_path / "two")
+    a = json.loads((tmp_path / "one/statistics.json").read_text())
+    b = json.loads((tmp_path / "two/statistics.json").read_text())
+    assert a["steps"] == b["steps"] == 4
+    assert a["losses"][0] == b["losses"][0] == pytest.approx(0.6931, abs=1e-4)  # log 2 at start
+    for curve in ("losses", "margins", "accuracies"):
+        assert a[curve] == pytest.approx(b[curve], rel=1e-5, abs=1e-7), curve
+    assert a["margins"][-1] > 0.1  # it learned to prefer the worked solutions
+    assert (tmp_path / "one/pairs.jsonl").read_bytes() == (tmp_path / "two/pairs.jsonl").read_bytes()
+    assert_adapters_close(tmp_path / "one/adapter", tmp_path / "two/adapter")
