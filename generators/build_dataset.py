@@ -10,6 +10,9 @@
   stats FILE        counts by topic, family and difficulty (JSON)
   validate FILE     the dataset check: rows, usable numeric rows, skipped rows with reasons (JSON)
   families          the family table (Markdown), as in generators/FAMILIES.md
+  export-verl --train FILE [--val FILE] --out-dir DIR [--data-source NAME]
+      train.parquet (and validation.parquet) in verl's RL schema, for slurm/verl_dapo.sh;
+      the reward is relrl.rewards.compute_score
 """
 import sys
 from pathlib import Path
@@ -23,6 +26,7 @@ from generators.families.dataset import count_rows, generate_rows, split_rows  #
 from generators.families.registry import FAMILIES, select  # noqa: E402
 from relrl.cli import ArgumentParser, UsageError, int_at_least, positive_int, run_main  # noqa: E402
 from relrl.data import atomic_write_jsonl, inspect_dataset, load_dataset  # noqa: E402
+from relrl.verl_export import DATA_SOURCE, verl_record, write_parquet  # noqa: E402
 
 
 def _fraction(flag: str):
@@ -114,6 +118,20 @@ def cmd_validate(args) -> None:
     print(json.dumps(inspect_dataset(args.file).summary(), ensure_ascii=False))
 
 
+def cmd_export_verl(args) -> None:
+    out_dir = Path(args.out_dir)
+    if not out_dir.is_dir():
+        raise UsageError(f"--out-dir: folder {out_dir} does not exist")
+    parts = {"train": load_dataset(args.train)}  # every file checked before anything is written
+    if args.val:
+        parts["validation"] = load_dataset(args.val)
+    for split, rows in parts.items():
+        write_parquet(out_dir / f"{split}.parquet",
+                      [verl_record(r, i, split, args.data_source) for i, r in enumerate(rows)])
+    print(json.dumps({split: {"rows": len(rows), "file": str(out_dir / f"{split}.parquet")}
+                      for split, rows in parts.items()}))
+
+
 def cmd_families(args) -> None:
     print("| family | topic | difficulty | what is asked | independent check |")
     print("| --- | --- | --- | --- | --- |")
@@ -158,6 +176,15 @@ def main() -> None:
         cmd.set_defaults(run=func)
     sub.add_parser("families", help="print the family table (Markdown)").set_defaults(
         run=cmd_families)
+
+    verl = sub.add_parser("export-verl", help="train/validation parquet in verl's RL schema")
+    verl.add_argument("--train", required=True, help="training questions (JSONL)")
+    verl.add_argument("--val", help="validation questions (JSONL)")
+    verl.add_argument("--out-dir", required=True, help="folder for train.parquet and "
+                      "validation.parquet (must exist)")
+    verl.add_argument("--data-source", default=DATA_SOURCE,
+                      help=f"the rows' data_source (default {DATA_SOURCE})")
+    verl.set_defaults(run=cmd_export_verl)
 
     args = parser.parse_args()
     args.run(args)

@@ -220,14 +220,26 @@ def load_checkpoint(checkpoint: str | os.PathLike, *, model=None, optimizer=None
     return state
 
 
+STOP_FILE_ENV = "RELRL_STOP_FILE"
+
+
 class StopFlag:
-    """While active, SIGTERM and SIGUSR1 set `.signal` instead of ending the process."""
+    """While active, SIGTERM and SIGUSR1 set `.signal` instead of ending the process. So does
+    the file named by $RELRL_STOP_FILE appearing (its text names the signal): the multi-node
+    job file writes it, since torchrun would not pass SLURM's warning on to its workers."""
 
     def __init__(self, signals=(signal.SIGTERM, signal.SIGUSR1)):
         self.signals, self.signal, self._previous = signals, None, {}
+        self.stop_file = os.environ.get(STOP_FILE_ENV) or None
 
     @property
     def requested(self) -> bool:
+        if self.signal is None and self.stop_file and os.path.exists(self.stop_file):
+            try:
+                name = Path(self.stop_file).read_text(encoding="utf-8").strip()
+            except OSError:
+                name = ""
+            self.signal = name if name.startswith("SIG") else "SIGUSR1"
         return self.signal is not None
 
     def _handle(self, signum, _frame):

@@ -14,6 +14,7 @@ per step), statistics.json, pairs.jsonl (the pairs trained on) and adapter/ (the
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import sys
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from relrl import distributed
 from relrl.cli import UsageError, load_in_4bit_flag
 from relrl.data import DatasetError, atomic_write_jsonl, read_json
 from relrl.dpo_loss import LOSS_TYPES, dpo_loss
@@ -265,18 +267,23 @@ class DPOTrainer(EpochTrainer):
         """The reference's log-probs, once: the adapter is off and nothing trains."""
         from relrl.modeling import reference_policy
 
-        print(f"reference log-probs of {len(self.items)} pairs (adapter off)", flush=True)
+        if distributed.is_main():
+            print(f"reference log-probs of {len(self.items)} pairs (adapter off)", flush=True)
         self.model.eval()
+        mine = []  # each rank computes its share of the micro-batches, all ranks get all
         with torch.no_grad(), reference_policy(self.model):
-            for part in self.micro_batches(self.items):
+            for m, part in distributed.share(list(enumerate(self.micro_batches(self.items)))):
                 chosen, rejected = self.sequence_logps(part)
-                for item, c, r in zip(part, chosen.tolist(), rejected.tolist()):
-                    item.reference = (c, r)
+                mine.append((m, list(zip(chosen.tolist(), rejected.tolist()))))
+        every = [pair for part in self.in_order(mine) for pair in part]
+        for item, reference in zip(self.items, every):
+            item.reference = tuple(reference)
 
     def train_step(self, items: list[PairItem]) -> dict:
         sums = {"loss": 0.0, "margin": 0.0, "accuracy": 0.0, "chosen_reward": 0.0,
                 "rejected_reward": 0.0}
-        for part in self.micro_batches(items):
+        mine = []  # (micro-batch, its weighted metrics) of this rank's share
+        for m, part in self.my_micro_batches(items):
             chosen, rejected = self.sequence_logps(part)
             ref = torch.tensor([i.reference for i in part], dtype=chosen.dtype,
                                device=chosen.device)
@@ -284,11 +291,14 @@ class DPOTrainer(EpochTrainer):
                            loss_type=self.cfg.loss_type)
             share = len(part) / len(items)  # micro-batch means weighted into the step's mean
             (out.loss * share).backward()
-            sums["loss"] += out.loss.item() * share
-            sums["margin"] += out.margins.mean().item() * share
-            sums["accuracy"] += out.accuracy.item() * share
-            sums["chosen_reward"] += out.chosen_rewards.mean().item() * share
-            sums["rejected_reward"] += out.rejected_rewards.mean().item() * share
+            mine.append((m, {"loss": out.loss.item() * share,
+                             "margin": out.margins.mean().item() * share,
+                             "accuracy": out.accuracy.item() * share,
+                             "chosen_reward": out.chosen_rewards.mean().item() * share,
+                             "rejected_reward": out.rejected_rewards.mean().item() * share}))
+        for values in self.in_order(mine):
+            for key, value in values.items():
+                sums[key] += value
         return {**sums, "pairs": len(items)}
 
     def describe(self, record: dict) -> str:
@@ -304,7 +314,9 @@ def build_parser():
 
     d = DPOConfig()
     p = ArgumentParser(description="DPO (or IPO) with a LoRA on preference pairs built from "
-                       "screening or evaluation outputs; the reference is the base model")
+                       "screening or evaluation outputs; the reference is the base model",
+                       epilog=distributed.launch_help("training/dpo_train.py"),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     a = p.add_argument
     a("--model", default=d.model, help=f"base model: hub id, folder, tiny or tiny-random "
       f"(default {d.model})")
@@ -353,10 +365,8 @@ def build_parser():
 
 def main(argv=None) -> int:
     """Validate everything (flags, pair files, output folder), then load and train."""
-    from relrl.checkpointing import prepare_output_dir, run_fingerprint
-    from relrl.data import atomic_write_json
-    from relrl.modeling import attach_lora, check_model_source, load_model, save_adapter
-    from relrl.sft_trainer import LOG_FILE, STATS_FILE
+    from relrl.checkpointing import run_fingerprint
+    from relrl.modeling import check_model_source
 
     args = build_parser().parse_args(argv)
     cfg = DPOConfig(
@@ -375,26 +385,48 @@ def main(argv=None) -> int:
     texts = [{k: v for k, v in dataclasses.asdict(p).items() if k != "source"} for p in pairs]
     fingerprint = run_fingerprint({**cfg.settings(), "pairs": texts})  # same pairs, same run
     settings = {**cfg.settings(), "pairs": len(pairs)}
-    resume_from = prepare_output_dir(out, fingerprint, resume=args.resume,
-                                     overwrite=args.overwrite,
-                                     run_files=(LOG_FILE, STATS_FILE, PAIRS_FILE, ADAPTER_DIR))
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_jsonl(out / PAIRS_FILE, [dataclasses.asdict(p) for p in pairs])
+    distributed.setup()  # torchrun / srun: one rank per process; else a no-op
+    try:
+        return _train(cfg, pairs, out, fingerprint, settings, args)
+    finally:
+        distributed.cleanup()
+
+
+def _train(cfg: DPOConfig, pairs: list[Pair], out: Path, fingerprint: str, settings: dict,
+           args) -> int:
+    from relrl.checkpointing import prepare_output_dir
+    from relrl.data import atomic_write_json
+    from relrl.modeling import attach_lora, load_model, save_adapter
+    from relrl.sft_trainer import LOG_FILE, STATS_FILE
+
+    def prepare():  # rank 0 alone checks (and with --overwrite clears) the output folder
+        found = prepare_output_dir(out, fingerprint, resume=args.resume,
+                                   overwrite=args.overwrite,
+                                   run_files=(LOG_FILE, STATS_FILE, PAIRS_FILE, ADAPTER_DIR))
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_jsonl(out / PAIRS_FILE, [dataclasses.asdict(p) for p in pairs])
+        return found
+
+    resume_from = distributed.on_main(prepare)
+    main = distributed.is_main()
 
     model, tokenizer = load_model(cfg.model, load_in_4bit=cfg.load_in_4bit,
                                   use_unsloth=cfg.unsloth)
     items, cut = encode_pairs(pairs, tokenizer, cfg.max_length)
-    if cut:
+    if cut and main:
         print(f"warning: {cut} completions cut at --max-length {cfg.max_length}", file=sys.stderr)
     torch.manual_seed(cfg.seed)  # the new LoRA's initial weights
     model = attach_lora(model, r=cfg.lora_r, alpha=cfg.lora_alpha)
-    print(f"DPO {cfg.model}: {len(pairs)} pairs from {len({p.id for p in pairs})} questions, "
-          f"loss {cfg.loss_type}, beta {cfg.beta}, lr {cfg.learning_rate:g}, {cfg.epochs} epochs, "
-          f"batch {cfg.batch_size}, fingerprint {fingerprint}", flush=True)
+    if main:
+        print(f"DPO {cfg.model}: {len(pairs)} pairs from {len({p.id for p in pairs})} questions, "
+              f"loss {cfg.loss_type}, beta {cfg.beta}, lr {cfg.learning_rate:g}, {cfg.epochs} epochs, "
+              f"batch {cfg.batch_size}, fingerprint {fingerprint}", flush=True)
     trainer = DPOTrainer(cfg, model, tokenizer, items, out, fingerprint=fingerprint,
                          settings=settings)
     result = trainer.run(resume_from)
     result["completions_cut"] = cut
+    if not main:
+        return 0
     atomic_write_json(out / STATS_FILE, result)
     if not result["stopped_by"].startswith("SIG"):
         save_adapter(model, out / ADAPTER_DIR)

@@ -20,6 +20,7 @@ question id, attempt number), so a resumed run ends exactly where an uninterrupt
 """
 from __future__ import annotations
 
+import argparse
 import copy
 import dataclasses
 import json
@@ -34,6 +35,7 @@ from typing import Callable
 import torch
 from tqdm import tqdm
 
+from relrl import distributed
 from relrl.checkpointing import StopFlag, load_checkpoint, save_checkpoint
 from relrl.cli import UsageError, load_in_4bit_flag
 from relrl.data import atomic_write_json, atomic_write_jsonl
@@ -236,21 +238,32 @@ class GRPOTrainer:
 
     # ------------------------------------------------------------------ rollouts and reward
     def rollout(self, indices: list[int], first_attempt: int) -> list[Group]:
-        """G completions for each question in one batched call, scored."""
+        """G completions for each question in one batched call, scored. Under torch.distributed
+        each rank generates and scores its share of the questions (by position) and the scored
+        groups are gathered back in order, so every rank keeps and drops the same groups."""
         G = self.cfg.num_generations
-        rows = [self.rows[i] for i in indices]
         # A question drawn again gets new completions: its seed also depends on the attempt.
-        seeds = [sample_seed(question_seed(self.cfg.seed, str(row["id"])), first_attempt + k)
-                 for k, row in enumerate(rows)]
+        seeds = [sample_seed(question_seed(self.cfg.seed, str(self.rows[i]["id"])),
+                             first_attempt + k) for k, i in enumerate(indices)]
+        positions = distributed.share(list(range(len(indices))))
+        mine = [indices[k] for k in positions]
         self.sync_engine()
-        completions = self.engine.generate([self.prompts[i] for i in indices], G, seeds,
-                                           self.sampling, should_stop=self.should_stop)
+        try:
+            completions = self.engine.generate(
+                [self.prompts[i] for i in mine], G, [seeds[k] for k in positions],
+                self.sampling, should_stop=self.should_stop) if mine else []
+            stopped = False
+        except CollectionStopped:  # this rank's signal, within one decoding step
+            completions, stopped = [], True
+        if distributed.any_rank(stopped):  # every rank drops the call, or none does
+            raise CollectionStopped
         groups = []
-        for k, (index, row, group) in enumerate(zip(indices, rows, completions)):
+        for k, index, group in zip(positions, mine, completions):
+            row = self.rows[index]
             scored = [self.reward_fn(c.text, row) for c in group]
             rewards = [reward + self.length_penalty(c) for (reward, _), c in zip(scored, group)]
             groups.append(Group(index, first_attempt + k, rewards, [ok for _, ok in scored], group))
-        return groups
+        return distributed.gather_shares(groups, len(indices))
 
     def sync_engine(self) -> None:
         """Hand the adapter to the engine once after each change (update or restore)."""
@@ -316,41 +329,49 @@ class GRPOTrainer:
         keys = ("loss", "tokens", "clipped", "kl", "entropy", "tis_ratio", "tis_capped")
         sums = {key: torch.zeros(n) for key in keys}
         with_sampler = all(chunk[3] is not None for chunk in chunks)
+        # Data parallel: each rank runs its share of the micro-batches (the loss already uses
+        # the whole batch's counts), then the gradients are summed and every rank steps alike.
+        mine = distributed.share(list(range(len(chunks))))
         with self.engine.updating():
             self.model.train()
             for iteration in range(cfg.num_iterations):
-                for c, (ids, attention, start, sampler, mask, adv, owner) in enumerate(chunks):
-                    mask = mask.to(device)
+                parts = []  # (chunk, per-row metrics) of this rank's micro-batches
+                for c in mine:
+                    ids, attention, start, sampler, mask, adv, owner = chunks[c]
+                    mask, rows_out = mask.to(device), {}
                     if iteration == 0:
                         logp, entropy = self.logprobs(ids, attention, start, entropy=True)
                         old[c] = logp.detach()  # the trainer's log-probs of the rollouts
-                        sums["entropy"].index_add_(0, owner,
-                                                   (entropy.detach() * mask).sum(1).cpu())
+                        rows_out["entropy"] = (entropy.detach() * mask).sum(1).cpu()
                         if cfg.beta > 0:
                             with torch.no_grad(), reference_policy(self.model):
                                 ref[c] = self.logprobs(ids, attention, start)
                         if with_sampler:
                             tis[c] = self.importance_weights(old[c], sampler.to(device), mask,
-                                                             owner, sums)
+                                                             rows_out)
                     else:
                         logp = self.logprobs(ids, attention, start)
                     terms = policy_loss(logp, old[c], adv.to(device), mask, self.loss_cfg,
                                         ref_logp=ref[c], batch_tokens=batch_tokens,
                                         batch_seqs=batch_seqs, tis_weight=tis[c])
                     terms.loss.backward()
-                    sums["loss"].index_add_(0, owner, terms.row_loss.cpu())
-                    sums["tokens"].index_add_(0, owner, terms.row_tokens.cpu())
-                    sums["clipped"].index_add_(
-                        0, owner, (terms.row_clip_low + terms.row_clip_high).cpu())
+                    rows_out.update(loss=terms.row_loss.cpu(), tokens=terms.row_tokens.cpu(),
+                                    clipped=(terms.row_clip_low + terms.row_clip_high).cpu())
                     if terms.row_kl is not None:
-                        sums["kl"].index_add_(0, owner, terms.row_kl.cpu())
+                        rows_out["kl"] = terms.row_kl.cpu()
+                    parts.append((c, rows_out))
+                # metrics added up in micro-batch order, as one process adds them
+                for c, rows_out in sorted((p for part in distributed.all_gather_object(parts)
+                                           for p in part), key=lambda p: p[0]):
+                    for key, values in rows_out.items():
+                        sums[key].index_add_(0, chunks[c][6], values)
+                distributed.all_reduce_grads(self.params)
                 torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
                 self.optimizer.step()
                 self.scheduler.step()
                 self.optimizer.zero_grad(set_to_none=True)
                 self.updates += 1
             self.model.eval()
-        self.engine_synced = False
         tokens = sums["tokens"].clamp(min=1)
         per_token = cfg.num_iterations / tokens  # the TIS sums count iteration 0's tokens only
         return [{
@@ -366,16 +387,16 @@ class GRPOTrainer:
             if with_sampler and cfg.tis_cap > 0 else None,
         } for k in range(n)]
 
-    def importance_weights(self, old, sampler, mask, owner, sums):
+    def importance_weights(self, old, sampler, mask, rows_out: dict):
         """Truncated importance sampling (TIS): per token min(p_trainer / p_sampler, cap),
-        detached, multiplying the surrogate; None (no correction) when the cap is 0. The ratio
-        statistics are added to `sums` either way."""
+        detached, multiplying the surrogate; None (no correction) when the cap is 0. The
+        per-row ratio statistics go into `rows_out` either way."""
         ratio = torch.exp(old - sampler) * mask
-        sums["tis_ratio"].index_add_(0, owner, ratio.sum(1).cpu())
+        rows_out["tis_ratio"] = ratio.sum(1).cpu()
         if not self.cfg.tis_cap > 0:
             return None
         capped = (ratio > self.cfg.tis_cap).to(mask.dtype) * mask
-        sums["tis_capped"].index_add_(0, owner, capped.sum(1).cpu())
+        rows_out["tis_capped"] = capped.sum(1).cpu()
         return ratio.clamp(max=self.cfg.tis_cap).detach()
 
     # ------------------------------------------------------------------ validation
@@ -383,13 +404,13 @@ class GRPOTrainer:
         """Accuracy on the validation rows: one sample each, seeded per question."""
         from relrl.prompting import build_prompt
 
-        prompts = [build_prompt(self.tokenizer, row["question"]) for row in self.val_rows]
-        seeds = [question_seed(self.cfg.seed, str(row["id"])) for row in self.val_rows]
+        rows = distributed.share(self.val_rows)  # each rank scores its share
+        prompts = [build_prompt(self.tokenizer, row["question"]) for row in rows]
+        seeds = [question_seed(self.cfg.seed, str(row["id"])) for row in rows]
         self.sync_engine()
-        completions = self.engine.generate(prompts, 1, seeds, self.sampling)
-        correct = sum(self.reward_fn(c[0].text, row)[1]
-                      for c, row in zip(completions, self.val_rows))
-        return correct / len(self.val_rows)
+        completions = self.engine.generate(prompts, 1, seeds, self.sampling) if rows else []
+        correct = [bool(self.reward_fn(c[0].text, row)[1]) for c, row in zip(completions, rows)]
+        return sum(distributed.gather_shares(correct, len(self.val_rows))) / len(self.val_rows)
 
     # ------------------------------------------------------------------ bookkeeping
     @property
@@ -402,9 +423,12 @@ class GRPOTrainer:
                 "last_val_step": self.last_val_step, "settings": self.settings}
 
     def save(self) -> Path:
-        folder = save_checkpoint(self.out / f"checkpoint-{self.useful_steps}", model=self.model,
-                                 optimizer=self.optimizer, scheduler=self.scheduler,
-                                 state=self.state(), fingerprint=self.fingerprint)
+        folder = self.out / f"checkpoint-{self.useful_steps}"
+        if distributed.is_main():  # every rank holds the same weights and state
+            save_checkpoint(folder, model=self.model, optimizer=self.optimizer,
+                            scheduler=self.scheduler, state=self.state(),
+                            fingerprint=self.fingerprint)
+        distributed.barrier()  # no rank goes on (or ends the job) before it is written
         self.last_save_step = self.useful_steps
         return folder
 
@@ -417,7 +441,7 @@ class GRPOTrainer:
         self.last_save_step = self.useful_steps
         self.engine_synced = False
         log = self.out / LOG_FILE
-        if log.exists():  # keep the lines up to the checkpoint: the rest will be redone
+        if log.exists() and distributed.is_main():  # keep lines up to the checkpoint
             kept = []
             for line in log.read_text(encoding="utf-8").splitlines():
                 try:
@@ -471,6 +495,8 @@ class GRPOTrainer:
             self.stats["rewards_per_step"].append(record["reward_mean"])
             self.stats["n_correct_per_step"].append(record["n_correct"])
             lines.append(record)
+            if not distributed.is_main():
+                continue
             tqdm.write(
                 f"step {record['step']}/{self.cfg.max_useful_steps} "
                 f"reward {record['reward_mean']:.3f}±{record['reward_std']:.3f} "
@@ -479,6 +505,8 @@ class GRPOTrainer:
                 f"len {record['mean_length']:.0f} lr {lr:.2e} "
                 f"waste {counters['waste_rate']:.0%} of {counters['total_attempts']}",
                 file=sys.stdout)
+        if not distributed.is_main():
+            return
         with open(self.out / LOG_FILE, "a", encoding="utf-8") as handle:
             handle.writelines(json.dumps(x) + "\n" for x in lines)
         if val_accuracy is not None:
@@ -494,8 +522,10 @@ class GRPOTrainer:
         self.stats["val_history"].append({"step": self.useful_steps, "accuracy": accuracy})
         if self.best is None or accuracy > self.best["val_accuracy"]:
             self.best = {"step": self.useful_steps, "val_accuracy": accuracy}
-            save_checkpoint(self.out / "best", model=self.model, state=dict(self.best),
-                            fingerprint=self.fingerprint)
+            if distributed.is_main():
+                save_checkpoint(self.out / "best", model=self.model, state=dict(self.best),
+                                fingerprint=self.fingerprint)
+            distributed.barrier()
         return accuracy
 
     def validation_line(self) -> str:
@@ -522,13 +552,26 @@ class GRPOTrainer:
         self.out.mkdir(parents=True, exist_ok=True)
         if resume_from is not None:
             self.restore(resume_from)
-            print(f"resumed from {resume_from} at useful step {self.useful_steps}", flush=True)
-        else:
+            if distributed.is_main():
+                print(f"resumed from {resume_from} at useful step {self.useful_steps}",
+                      flush=True)
+        elif distributed.is_main():
             (self.out / LOG_FILE).unlink(missing_ok=True)
+        distributed.barrier()
+        signal_name = None  # a stop every rank agrees on (any rank's signal stops them all)
+
+        def stop_requested() -> bool:
+            nonlocal signal_name
+            signal_name = distributed.agreed_signal(stop.signal if stop.requested else None)
+            return signal_name is not None
+
         with StopFlag() as stop, tqdm(total=cfg.max_useful_steps, initial=self.useful_steps,
-                                      desc="grpo", file=sys.stderr, disable=None) as bar:
-            self.should_stop = lambda: stop.requested  # a rollout ends within one decoding step
-            while (stopped_by := self.stop_reason()) is None and not stop.requested:
+                                      desc="grpo", file=sys.stderr,
+                                      disable=None if distributed.is_main() else True) as bar:
+            # A rollout ends within one decoding step on this rank's own signal; the ranks
+            # then agree on the stop between generation calls.
+            self.should_stop = lambda: stop.requested
+            while (stopped_by := self.stop_reason()) is None and not stop_requested():
                 wanted = min(cfg.grad_accum, cfg.max_useful_steps - self.useful_steps)
                 t0 = time.perf_counter()
                 # A long collect (up to grad_accum x max_resample rollouts) must not outlast
@@ -536,9 +579,10 @@ class GRPOTrainer:
                 # partial draw.
                 before = copy.deepcopy(self.sampler.state_dict())
                 try:
-                    groups = self.sampler.collect(wanted, should_stop=lambda: stop.requested)
+                    groups = self.sampler.collect(wanted, should_stop=stop_requested)
                 except CollectionStopped:
                     self.sampler.load_state_dict(before)
+                    stop_requested()  # every rank learns which signal stopped the call
                     break
                 t_sample = time.perf_counter() - t0
                 if not groups:
@@ -555,21 +599,25 @@ class GRPOTrainer:
                 if self.due(cfg.save_every, self.last_save_step):
                     self.save()
         self.should_stop = lambda: False
-        if stop.requested:
-            return self.finish(stop.signal)
+        if signal_name is not None:
+            return self.finish(signal_name)
         if self.val_rows and self.useful_steps and self.last_val_step != self.useful_steps:
             self.record_validation()
-            print(self.validation_line(), flush=True)
+            if distributed.is_main():
+                print(self.validation_line(), flush=True)
         return self.finish(stopped_by)
 
     def finish(self, stopped_by: str) -> dict:
         """Final checkpoint and statistics, and a closing line for the log."""
-        if self.last_save_step != self.useful_steps or not (
-                self.out / f"checkpoint-{self.useful_steps}").exists():
+        missing = self.last_save_step != self.useful_steps or not (
+            self.out / f"checkpoint-{self.useful_steps}").exists()
+        if distributed.broadcast_object(missing):  # rank 0's view of the shared folder
             self.save()
         result = self.statistics(stopped_by)
-        atomic_write_json(self.out / STATS_FILE, result)
         where = self.out / f"checkpoint-{self.useful_steps}"
+        if not distributed.is_main():
+            return result
+        atomic_write_json(self.out / STATS_FILE, result)
         if stopped_by.startswith("SIG"):
             print(f"stopped by {stopped_by} at useful step {self.useful_steps}: wrote {where}; "
                   "run again with --resume to continue", flush=True)
@@ -595,7 +643,10 @@ def build_parser(variant: str):
     from relrl.cli import ArgumentParser, add_load_args, env_default, positive_int
 
     spec, d = VARIANTS[variant], GRPOConfig()
-    p = ArgumentParser(description=spec["about"])
+    script = "training/grpo_exp7_dynamic.py" if spec["warm_start"] else \
+        "training/grpo_exp10_nosft.py"
+    p = ArgumentParser(description=spec["about"], epilog=distributed.launch_help(script),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     a = p.add_argument
     a("--model", default=d.model, help=f"base model: hub id, folder, tiny or tiny-random "
       f"(default {d.model})")
@@ -763,25 +814,31 @@ def main(variant: str, argv=None, *, reward_fn: RewardFn | None = None) -> int:
     settings = {**cfg.settings(), "dataset_fingerprint": questions_fingerprint(rows),
                 "val_fingerprint": questions_fingerprint(val_rows) if val_rows else None}
     fingerprint = run_fingerprint(settings)
-    resume_from = prepare_output_dir(cfg.output_dir, fingerprint, resume=args.resume,
-                                     overwrite=args.overwrite, run_files=(LOG_FILE, STATS_FILE))
+    distributed.setup()  # torchrun / srun: one rank per process; else a no-op
+    resume_from = distributed.on_main(lambda: prepare_output_dir(
+        cfg.output_dir, fingerprint, resume=args.resume, overwrite=args.overwrite,
+        run_files=(LOG_FILE, STATS_FILE)))
 
-    torch.manual_seed(cfg.seed)  # a new LoRA's initial weights
+    torch.manual_seed(cfg.seed)  # a new LoRA's initial weights (the same on every rank)
     model, tokenizer = load_model(cfg.model, load_in_4bit=cfg.load_in_4bit,
                                   use_unsloth=cfg.unsloth, seed=cfg.seed)
     if cfg.sft_adapter:
         model = load_adapter(model, cfg.sft_adapter, trainable=True, flag="--sft-adapter")
     else:
         model = attach_lora(model, r=cfg.lora_r, alpha=cfg.lora_alpha)
-    print(f"GRPO {variant}: {cfg.model}"
-          f"{' + ' + cfg.sft_adapter if cfg.sft_adapter else ''}, {len(rows)} questions, "
-          f"G={cfg.num_generations}, {cfg.rollout_engine} rollouts, "
-          f"{cfg.max_useful_steps} useful steps, "
-          f"fingerprint {fingerprint}", flush=True)
-    with make_engine(cfg.rollout_engine, model, tokenizer, source=cfg.model, seed=cfg.seed,
-                     max_new_tokens=cfg.max_new_tokens,
-                     gpu_memory_utilization=cfg.vllm_gpu_memory_utilization) as engine:
-        trainer = GRPOTrainer(cfg, model, tokenizer, rows, val_rows, reward_fn=reward_fn,
-                              settings=settings, fingerprint=fingerprint, engine=engine)
-        trainer.run(resume_from)
+    if distributed.is_main():
+        ranks = f", {distributed.world()} ranks" if distributed.world() > 1 else ""
+        print(f"GRPO {variant}: {cfg.model}"
+              f"{' + ' + cfg.sft_adapter if cfg.sft_adapter else ''}, {len(rows)} questions, "
+              f"G={cfg.num_generations}, {cfg.rollout_engine} rollouts, "
+              f"{cfg.max_useful_steps} useful steps{ranks}, fingerprint {fingerprint}", flush=True)
+    try:
+        with make_engine(cfg.rollout_engine, model, tokenizer, source=cfg.model, seed=cfg.seed,
+                         max_new_tokens=cfg.max_new_tokens,
+                         gpu_memory_utilization=cfg.vllm_gpu_memory_utilization) as engine:
+            trainer = GRPOTrainer(cfg, model, tokenizer, rows, val_rows, reward_fn=reward_fn,
+                                  settings=settings, fingerprint=fingerprint, engine=engine)
+            trainer.run(resume_from)
+    finally:
+        distributed.cleanup()
     return 0

@@ -59,7 +59,8 @@ def make_reliability_reward(*, tolerance: float = 0.05,
 reliability_reward = make_reliability_reward()
 
 
-def compute_score(data_source, solution_str, ground_truth, extra_info=None) -> float:
+def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> float:
     """verl reward: the study's tiered reward for one response (data_source is not used: every
-    source in this project is a numeric reliability question)."""
+    source in this project is a numeric reliability question; verl's reward_kwargs, if any,
+    arrive in kwargs and are ignored)."""
     return grade(solution_str if isinstance(solution_str, str) else "", ground_truth).reward

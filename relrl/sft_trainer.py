@@ -21,6 +21,7 @@ Output folder:
 """
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import gc
 import json
@@ -35,6 +36,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
+from relrl import distributed
 from relrl.checkpointing import (StopFlag, list_checkpoints, load_checkpoint, prepare_output_dir,
                                  run_fingerprint, save_checkpoint)
 from relrl.cli import UsageError, env_default, load_in_4bit_flag
@@ -117,25 +119,41 @@ class EpochTrainer:
         m = self.cfg.micro_batch
         return [items[i:i + m] for i in range(0, len(items), m)]
 
+    def my_micro_batches(self, items: list) -> list[tuple[int, list]]:
+        """(index, micro-batch) of this rank's share of one step's micro-batches: the global
+        batch is the same at any world size, each rank runs micro-batches rank, rank + world..."""
+        return distributed.share(list(enumerate(self.micro_batches(items))))
+
+    @staticmethod
+    def in_order(mine: list[tuple[int, object]]) -> list:
+        """Every rank's (index, value) pairs, values in index order: sums over them are then
+        added up as one process adds them."""
+        every = [p for part in distributed.all_gather_object(mine) for p in part]
+        return [value for _, value in sorted(every, key=lambda p: p[0])]
+
     # ------------------------------------------------------------------ checkpoints
     def save(self) -> Path:
-        folder = save_checkpoint(self.out / f"checkpoint-{self.step}", model=self.model,
-                                 optimizer=self.optimizer, scheduler=self.scheduler,
-                                 state={"step": self.step, "history": self.history,
-                                        "settings": self.settings},
-                                 fingerprint=self.fingerprint)
-        for step, old in list_checkpoints(self.out)[:-self.cfg.keep_checkpoints]:
-            if step != self.step:
-                shutil.rmtree(old)
+        folder = self.out / f"checkpoint-{self.step}"
+        if distributed.is_main():  # every rank holds the same weights and state
+            save_checkpoint(folder, model=self.model, optimizer=self.optimizer,
+                            scheduler=self.scheduler,
+                            state={"step": self.step, "history": self.history,
+                                   "settings": self.settings},
+                            fingerprint=self.fingerprint)
+            for step, old in list_checkpoints(self.out)[:-self.cfg.keep_checkpoints]:
+                if step != self.step:
+                    shutil.rmtree(old)
+        distributed.barrier()
         return folder
 
     def restore(self, checkpoint: Path) -> None:
         state = load_checkpoint(checkpoint, model=self.model, optimizer=self.optimizer,
                                 scheduler=self.scheduler)
         self.step, self.history = state["step"], state["history"]
-        # the log keeps only lines up to the checkpoint: later steps will be redone
-        atomic_write_jsonl(self.out / LOG_FILE, self.history)
-        print(f"resumed from {checkpoint} at step {self.step}/{self.total_steps}", flush=True)
+        if distributed.is_main():
+            # the log keeps only lines up to the checkpoint: later steps will be redone
+            atomic_write_jsonl(self.out / LOG_FILE, self.history)
+            print(f"resumed from {checkpoint} at step {self.step}/{self.total_steps}", flush=True)
 
     # ------------------------------------------------------------------ the loop
     def run(self, resume_from: Path | None = None) -> dict:
@@ -143,17 +161,22 @@ class EpochTrainer:
         self.out.mkdir(parents=True, exist_ok=True)
         if resume_from is not None:
             self.restore(resume_from)
-        else:
+        elif distributed.is_main():
             (self.out / LOG_FILE).unlink(missing_ok=True)
+        distributed.barrier()
+        main = distributed.is_main()
         self.model.train()
+        stopped = None  # the signal every rank agrees on
         with StopFlag() as stop, tqdm(total=self.total_steps, initial=self.step, desc=self.label,
-                                      file=sys.stderr, disable=None) as bar:
-            while self.step < self.total_steps and not stop.requested:
+                                      file=sys.stderr, disable=None if main else True) as bar:
+            while self.step < self.total_steps and (stopped := distributed.agreed_signal(
+                    stop.signal if stop.requested else None)) is None:
                 epoch, k = divmod(self.step, self.steps_per_epoch)
                 indices = optimizer_batches(len(self.items), cfg.batch_size, cfg.seed, epoch)[k]
                 lr = self.scheduler.get_last_lr()[0]
                 t0 = time.perf_counter()
                 metrics = self.train_step([self.items[i] for i in indices])
+                distributed.all_reduce_grads(self.params)
                 grad_norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
                 self.optimizer.step()
                 self.scheduler.step()
@@ -163,26 +186,29 @@ class EpochTrainer:
                           "lr": lr, "grad_norm": float(grad_norm), **metrics,
                           "t_step": round(time.perf_counter() - t0, 3)}
                 self.history.append(record)
-                with open(self.out / LOG_FILE, "a", encoding="utf-8") as handle:
-                    handle.write(json.dumps(record) + "\n")
-                tqdm.write(f"{self.label} step {self.step}/{self.total_steps} "
-                           f"epoch {record['epoch']:.2f} {self.describe(record)} lr {lr:.2e} "
-                           f"grad {record['grad_norm']:.3f}", file=sys.stdout)
+                if main:
+                    with open(self.out / LOG_FILE, "a", encoding="utf-8") as handle:
+                        handle.write(json.dumps(record) + "\n")
+                    tqdm.write(f"{self.label} step {self.step}/{self.total_steps} "
+                               f"epoch {record['epoch']:.2f} {self.describe(record)} lr {lr:.2e} "
+                               f"grad {record['grad_norm']:.3f}", file=sys.stdout)
                 bar.update(1)
                 if self.step % cfg.save_every == 0:
                     self.save()
         self.model.eval()
         # a signal that lands after the last step stops nothing
-        return self.finish("done" if self.step >= self.total_steps else stop.signal)
+        return self.finish("done" if self.step >= self.total_steps else stopped)
 
     def finish(self, stopped_by: str) -> dict:
-        if not (self.out / f"checkpoint-{self.step}").exists():
+        if distributed.broadcast_object(not (self.out / f"checkpoint-{self.step}").exists()):
             self.save()
         result = {"kind": f"{self.kind}_training", "steps": self.step,
                   "total_steps": self.total_steps, "items": len(self.items),
                   "stopped_by": stopped_by,
                   **{name: [r[key] for r in self.history] for name, key in self.curves.items()},
                   "settings": self.settings}
+        if not distributed.is_main():
+            return result
         atomic_write_json(self.out / STATS_FILE, result)
         if stopped_by.startswith("SIG"):
             print(f"stopped by {stopped_by} at step {self.step}/{self.total_steps}: wrote "
@@ -201,6 +227,7 @@ class NEFTune:
 
     def __init__(self, model, alpha: float):
         self.alpha, self.mask = alpha, None
+        self.seed = None  # set per micro-batch: its noise then does not depend on which rank
         self.handle = model.get_input_embeddings().register_forward_hook(self._hook)
 
     def _hook(self, module, inputs, output):
@@ -211,7 +238,10 @@ class NEFTune:
             mask = torch.ones(output.shape[:2])
         mask = mask.to(output.device, torch.float32)  # lengths in float32, exact up to 2^24
         scale = self.alpha / torch.sqrt(mask.sum(dim=1).clamp(min=1) * output.shape[-1])
-        noise = torch.empty_like(output).uniform_(-1.0, 1.0)
+        generator = None
+        if self.seed is not None:
+            generator = torch.Generator(device=output.device).manual_seed(self.seed)
+        noise = torch.empty_like(output).uniform_(-1.0, 1.0, generator=generator)
         return output + noise * (scale[:, None, None] * mask[..., None]).to(output.dtype)
 
     def remove(self) -> None:
@@ -271,15 +301,20 @@ class SFTTrainer(EpochTrainer):
         self.neftune = NEFTune(model, cfg.neftune_alpha)
 
     def train_step(self, examples) -> dict:
-        tokens = sum(len(e.completion_ids) for e in examples)
-        total = 0.0
-        for part in self.micro_batches(examples):
+        tokens = sum(len(e.completion_ids) for e in examples)  # the whole step's, every rank
+        sums = []
+        for m, part in self.my_micro_batches(examples):
             batch = collate_examples(part, self.pad_id)
             self.neftune.mask = batch.attention_mask
+            # the noise of micro-batch m of this step, whichever rank runs it
+            self.neftune.seed = (self.cfg.seed * 1_000_003 + self.step) * 1_000_003 + m
             nll, _ = token_nll(self.model, batch)
             (nll / tokens).backward()
-            total += nll.item()
-        self.neftune.mask = None
+            sums.append((m, nll.item()))
+        self.neftune.mask = self.neftune.seed = None
+        total = 0.0
+        for value in self.in_order(sums):
+            total += value
         return {"loss": total / tokens, "tokens": tokens, "examples": len(examples)}
 
     def describe(self, record: dict) -> str:
@@ -362,7 +397,7 @@ def train_adapter(cfg: SFTConfig, plan: FoldPlan, model, tokenizer) -> dict:
     from relrl.sft_data import build_examples
 
     examples, built = build_examples(plan.train_rows, tokenizer, cfg.max_length)
-    for note in built.warnings():
+    for note in built.warnings() if distributed.is_main() else ():
         print(f"warning: {plan.name}: {note}", file=sys.stderr, flush=True)
     if not examples:
         raise UsageError(f"--max-length {cfg.max_length}: every prompt of {plan.name} is longer")
@@ -374,6 +409,8 @@ def train_adapter(cfg: SFTConfig, plan: FoldPlan, model, tokenizer) -> dict:
     result = trainer.run(plan.resume_from)
     result.update(answer_only=built.answer_only, boxed_added=built.boxed_added,
                   truncated=built.truncated, dropped=len(built.dropped))
+    if not distributed.is_main():  # rank 0 writes; the others only trained
+        return {"result": result, "model": peft_model}
     atomic_write_json(plan.run_dir / STATS_FILE, result)
     if not result["stopped_by"].startswith("SIG"):
         plan.adapter_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -483,7 +520,8 @@ def build_parser(default_model: str, default_output: str, about: str):
     from relrl.cli import ArgumentParser, add_load_args, positive_int
 
     d = SFTConfig()
-    p = ArgumentParser(description=about)
+    p = ArgumentParser(description=about, epilog=distributed.launch_help(
+        "training/sft_qwen3_kfold.py"), formatter_class=argparse.RawDescriptionHelpFormatter)
     a = p.add_argument
     a("--model", default=default_model, help=f"base model: hub id, folder, tiny or tiny-random "
       f"(default {default_model})")
@@ -583,7 +621,7 @@ def main(argv=None, *, default_model: str, default_output: str, about: str) -> i
     """Validate everything (flags, dataset, folds, output folders), then train and score."""
     from relrl.data import load_dataset
     from relrl.evaluation import check_rows
-    from relrl.modeling import check_model_source, load_model
+    from relrl.modeling import check_model_source
 
     args = build_parser(default_model, default_output, about).parse_args(argv)
     folds = args.folds if args.folds is not None else (1 if args.train_all else 5)
@@ -603,25 +641,40 @@ def main(argv=None, *, default_model: str, default_output: str, about: str) -> i
     rows = load_dataset(cfg.dataset)[: args.max_questions]
     check_rows(rows, cfg.dataset)
     output_dir.mkdir(parents=True, exist_ok=True)
-    plans = plan_runs(cfg, rows, output_dir, folds=folds, fold=args.fold,
-                      fold_seed=args.fold_seed, train_all=args.train_all,
-                      resume=args.resume or None, overwrite=args.overwrite)
-    print(f"SFT {cfg.model}: {len(rows)} rows, {'all rows' if args.train_all else f'{folds} folds'}"
-          f" ({', '.join(p.name for p in plans)}), LoRA r={cfg.lora_r} alpha={cfg.lora_alpha}, "
-          f"lr {cfg.learning_rate:g}, {cfg.epochs} epochs, batch {cfg.batch_size}", flush=True)
+    distributed.setup()  # torchrun / srun: one rank per process; else a no-op
+    try:
+        return _train_and_score(cfg, args, rows, output_dir, folds, settings)
+    finally:
+        distributed.cleanup()
+
+
+def _train_and_score(cfg, args, rows, output_dir: Path, folds: int, settings) -> int:
+    from relrl.modeling import load_model
+
+    # the output folders are checked (and --overwrite cleared) by rank 0 alone
+    plans = distributed.on_main(lambda: plan_runs(
+        cfg, rows, output_dir, folds=folds, fold=args.fold, fold_seed=args.fold_seed,
+        train_all=args.train_all, resume=args.resume or None, overwrite=args.overwrite))
+    main = distributed.is_main()
+    if main:
+        print(f"SFT {cfg.model}: {len(rows)} rows, {'all rows' if args.train_all else f'{folds} folds'}"
+              f" ({', '.join(p.name for p in plans)}), LoRA r={cfg.lora_r} "
+              f"alpha={cfg.lora_alpha}, lr {cfg.learning_rate:g}, {cfg.epochs} epochs, "
+              f"batch {cfg.batch_size}, {distributed.world()} rank(s)", flush=True)
     for plan in plans:
         model, tokenizer = load_model(cfg.model, load_in_4bit=cfg.load_in_4bit,
                                       use_unsloth=cfg.unsloth)
         trained = train_adapter(cfg, plan, model, tokenizer)
         if trained["result"]["stopped_by"].startswith("SIG"):
             return 0
-        if not args.train_all:
+        if not args.train_all and main:  # scoring the fold is rank 0's; the others wait
             evaluate_fold(cfg, plan, trained["model"], tokenizer, settings, folds=folds,
                           fold_seed=args.fold_seed)
+        distributed.barrier()
         del model, trained
         gc.collect()  # the next fold loads a fresh base model: free this one first
         if torch.cuda.is_available():
             torch.cuda.empty_cache()
-    if not args.train_all:
+    if not args.train_all and main:
         write_summary(output_dir, folds)
     return 0

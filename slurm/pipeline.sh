@@ -12,7 +12,8 @@
 # SFT adapter of fold SFT_FOLD and checkpoint-N of both GRPO runs for N in EVAL_STEPS; its list
 # is written to RUN_DIR/checkpoints.txt. The jobs read RUN_DIR/site.env, a copy of the settings
 # made at submission. Job logs go to RUN_DIR/logs/. Prints "stage job-id" lines; --dry-run
-# prints the sbatch command lines instead and submits nothing.
+# prints the sbatch command lines instead and submits nothing. TRAIN_NODES=N and/or
+# TRAIN_GPUS_PER_NODE=G send SFT and GRPO data parallel over N nodes x G GPUs.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$ROOT/slurm/lib.sh"
@@ -66,6 +67,14 @@ show() {
 
 after() { echo "--dependency=afterok:$(IFS=:; echo "$*") --kill-on-invalid-dep=yes"; }
 
+# train_resources: the training stages' data-parallel allocation when TRAIN_NODES or
+# TRAIN_GPUS_PER_NODE is set (one task per node; the job runs torchrun on every GPU, see
+# slurm/distributed.sh), else nothing: one GPU as the site gives it.
+train_resources() {
+    [ -n "${TRAIN_NODES:-}${TRAIN_GPUS_PER_NODE:-}" ] || return 0
+    echo "--nodes=${TRAIN_NODES:-1} --ntasks-per-node=1${TRAIN_GPUS_PER_NODE:+ --gres=gpu${SITE_GPU_TYPE:+:$SITE_GPU_TYPE}:$TRAIN_GPUS_PER_NODE}"
+}
+
 checkpoints=("$RUN_DIR/sft/adapters/fold_$SFT_FOLD sft-fold_$SFT_FOLD")
 for step in $EVAL_STEPS; do
     for exp in exp7 exp10; do
@@ -91,11 +100,11 @@ fi
     screen=$JOB_ID
     submit merge screen_merge $(after "$screen")
     merge=$JOB_ID
-    submit sft sft_kfold --array=0-$((SFT_FOLDS - 1)) $(after "$merge")
+    submit sft sft_kfold --array=0-$((SFT_FOLDS - 1)) $(train_resources) $(after "$merge")
     sft=$JOB_ID
-    submit grpo_exp7 grpo --export=ALL,EXP=exp7 $(after "$sft")
+    submit grpo_exp7 grpo --export=ALL,EXP=exp7 $(train_resources) $(after "$sft")
     grpo7=$JOB_ID
-    submit grpo_exp10 grpo --export=ALL,EXP=exp10 $(after "$merge")
+    submit grpo_exp10 grpo --export=ALL,EXP=exp10 $(train_resources) $(after "$merge")
     grpo10=$JOB_ID
     submit evaluate evaluate --array=0-$((${#checkpoints[@]} - 1)) \
         --export=ALL,CHECKPOINTS="$list" $(after "$grpo7" "$grpo10")

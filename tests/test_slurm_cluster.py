@@ -227,3 +227,29 @@ def test_pipeline_runs_every_stage_to_the_compare_table(work):
         f"{run}/grpo_exp10/checkpoint-2"]
     assert (run / "sft" / "cv_summary.json").is_file()
     assert (run / "site.env").read_text() == site.read_text(), "the jobs' copy of the settings"
+
+
+def node_cpus() -> int:
+    out = subprocess.run(["sinfo", "-h", "-p", PARTITION, "-o", "%c"], capture_output=True,
+                         text=True, timeout=30).stdout.split()
+    return max((int(x.rstrip("+")) for x in out if x.rstrip("+").isdigit()), default=0)
+
+
+def test_distributed_grpo_as_a_two_task_job(work, questions):
+    """The GRPO job file as 2 srun tasks (one gloo rank each) on the CPU: both ranks train,
+    rank 0 alone writes, and the run ends where it should."""
+    if node_cpus() < 2:
+        pytest.skip("the partition's node has fewer than 2 CPUs")
+    folder = work / "grpo-2ranks"
+    folder.mkdir()
+    out = folder / "run"
+    env = job_env(site_env(folder, MODEL="tiny-random"), EXP="exp10", LAUNCHER="srun",
+                  OMP_NUM_THREADS="1", GRPO_DATASET=str(questions), GRPO_DIR=str(out),
+                  GRPO_ARGS="--max-useful-steps 4 --grad-accum 2 --save-every 2 "
+                  "--max-new-tokens 8 --max-total-steps 60 --reward digit-share")
+    job = sbatch("grpo", folder, env, "--ntasks=2", "--cpus-per-task=1")
+    log = logs(folder, job)
+    assert "data parallel: 2 ranks (srun tasks)" in log and ", 2 ranks, fingerprint" in log
+    assert log.count("done (max_useful_steps)") == 1, log  # rank 0 speaks for both
+    stats = json.loads((out / "statistics.json").read_text())
+    assert stats["useful_steps"] == 4 and (out / "checkpoint-4").is_dir()

@@ -74,7 +74,7 @@ def test_job_files_leave_site_options_to_site_env(path):
     kind = re.search(r"^#RELRL kind=(\w+)$", path.read_text(), re.M).group(1)
     assert (kind in {"train", "eval"}) == (path.stem in GPU_JOBS)
     assert ("--gres" in options) == (path.stem in GPU_JOBS)
-    if "run_resumable" in path.read_text():  # long steps checkpoint before the time limit
+    if re.search(r"run_resumable|run_training", path.read_text()):  # long steps checkpoint
         assert {"--signal", "--requeue", "--open-mode"} <= set(options)
         assert "#SBATCH --signal=B:USR1@" in path.read_text()
 

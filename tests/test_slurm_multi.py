@@ -1,0 +1,121 @@
+"""Data-parallel training on SLURM without a cluster: the pipeline's multi-GPU sbatch lines,
+the torchrun command a multi-GPU job runs, USR1 reaching every rank through the stop file, and
+the verl DAPO launcher's settings."""
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from test_slurm_files import ROOT, SLURM, clean_env, dry_run, sbatch_lines, write_site_env
+
+TRAIN_STAGES = {"sft_kfold", "grpo_exp7", "grpo_exp10"}
+
+
+def test_pipeline_dry_run_sends_the_training_stages_to_several_nodes(tmp_path):
+    result = dry_run(tmp_path, SITE_GPU_TYPE="h100", TRAIN_NODES="2", TRAIN_GPUS_PER_NODE="8")
+    assert result.returncode == 0, result.stderr
+    jobs = sbatch_lines(result.stdout)
+    for name, options in jobs.items():
+        if name in TRAIN_STAGES:
+            assert options["nodes"] == "2" and options["ntasks-per-node"] == "1", name
+            assert options["gres"] == "gpu:h100:8", name
+        else:
+            assert "nodes" not in options and options.get("gres") != "gpu:h100:8", name
+    single = sbatch_lines(dry_run(tmp_path, SITE_GPU_TYPE="h100").stdout)
+    assert all("nodes" not in options for options in single.values())
+
+
+STEP = """
+import os, sys, time
+stop = os.environ["RELRL_STOP_FILE"]
+open(sys.argv[1] + ".ready", "w").close()
+for _ in range(600):
+    if os.path.exists(stop):
+        open(sys.argv[1], "w").write("checkpoint after " + open(stop).read().strip())
+        sys.exit(0)
+    time.sleep(0.1)
+sys.exit(5)
+"""
+
+BATCH = """
+set -euo pipefail
+ROOT={root}
+source "$ROOT/slurm/prelude.sh"
+source "$ROOT/slurm/distributed.sh"
+run_training {out} {step} {marker}
+echo "finished without a signal"
+"""
+
+# srun stand-in: records its arguments, then runs the training script itself (no torchrun)
+SRUN = """#!/bin/sh
+echo "$@" > {tmp}/srun.args
+while [ "$#" -gt 0 ] && [ "${{1##*/}}" != step.py ]; do shift; done
+exec {python} "$@"
+"""
+
+
+def test_usr1_reaches_every_rank_through_the_stop_file_and_the_job_requeues(tmp_path):
+    site = write_site_env(tmp_path / "site.env", SITE_PYTHON_ENV=str(Path(sys.prefix)))
+    (tmp_path / "bin").mkdir()
+    for name, text in (("scontrol", f"#!/bin/sh\n[ \"$1\" = requeue ] && echo \"$@\" > "
+                                    f"{tmp_path}/scontrol.args\n[ \"$1\" = show ] && "
+                                    "echo node-a && echo node-b\nexit 0\n"),
+                       ("srun", SRUN.format(tmp=tmp_path, python=sys.executable))):
+        (tmp_path / "bin" / name).write_text(text)
+        (tmp_path / "bin" / name).chmod(0o755)
+    step, marker, out = tmp_path / "step.py", tmp_path / "marker", tmp_path / "out"
+    step.write_text(STEP)
+    out.mkdir()
+    batch = tmp_path / "batch.sh"
+    batch.write_text(BATCH.format(root=shlex.quote(str(ROOT)), out=out, step=step,
+                                  marker=marker))
+    env = clean_env(SITE_ENV=str(site), SLURM_JOB_ID="4242", SLURM_NNODES="2",
+                    SLURM_JOB_NODELIST="node-[a-b]", SLURM_GPUS_ON_NODE="4",
+                    PATH=f"{tmp_path}/bin:{os.environ['PATH']}")
+    shell = subprocess.Popen(["bash", str(batch)], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not Path(f"{marker}.ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    shell.send_signal(signal.SIGUSR1)
+    stdout, err = shell.communicate(timeout=60)
+    assert shell.returncode == 0, err
+    assert marker.read_text() == "checkpoint after SIGUSR1"
+    assert (tmp_path / "scontrol.args").read_text().split() == ["requeue", "4242"]
+    assert "requeueing job 4242" in stdout and "finished without a signal" not in stdout
+    assert "2 node(s) x 4 ranks (torchrun)" in stdout
+    words = (tmp_path / "srun.args").read_text().split()
+    assert words[:2] == ["--ntasks-per-node=1", "--kill-on-bad-exit=1"]
+    launcher = words[words.index("-m") + 1:]
+    assert launcher[:5] == ["torch.distributed.run", "--nnodes=2", "--nproc_per_node=4",
+                            "--rdzv_backend=c10d", "--rdzv_endpoint=node-a:24242"]
+    assert not list(out.glob(".stop-*"))  # the stop file is gone for the requeued run
+
+
+def test_verl_dapo_dry_run_carries_the_study_settings():
+    run = subprocess.run([str(SLURM / "verl_dapo.sh"), "--dry-run", "trainer.nnodes=4"],
+                         capture_output=True, text=True, env=clean_env(RUN_DIR="/data/run"),
+                         timeout=30)
+    assert run.returncode == 0, run.stderr
+    words = shlex.split(run.stdout)
+    assert words[:3] == ["python3", "-m", "recipe.dapo.main_dapo"]
+    settings = dict(w.split("=", 1) for w in words[3:])
+    expected = {
+        "algorithm.filter_groups.enable": "True", "actor_rollout_ref.actor.clip_ratio_low": "0.2",
+        "actor_rollout_ref.actor.clip_ratio_high": "0.28",
+        "actor_rollout_ref.actor.loss_agg_mode": "token-mean",
+        "reward_model.overlong_buffer.enable": "True", "actor_rollout_ref.rollout.n": "4",
+        "actor_rollout_ref.model.lora_rank": "32", "actor_rollout_ref.actor.optim.lr": "1e-5",
+        "actor_rollout_ref.model.path": "Qwen/Qwen3-8B",
+        "custom_reward_function.path": str(ROOT / "relrl" / "rewards.py"),
+        "custom_reward_function.name": "compute_score",
+        "data.train_files": "/data/run/verl/train.parquet",
+        "+data.apply_chat_template_kwargs.enable_thinking": "False"}
+    assert {k: settings.get(k) for k in expected} == expected
+    assert words[-1] == "trainer.nnodes=4"  # overrides come last, so they win
+    missing = subprocess.run([str(SLURM / "verl_dapo.sh")], capture_output=True, text=True,
+                             env=clean_env(VERL_DATA="/nonexistent"), timeout=30)
+    assert missing.returncode == 2 and "export-verl" in missing.stderr
