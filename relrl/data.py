@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from relrl.grading import parse_target_values
+
 
 class DatasetError(Exception):
     """A file that cannot be used, named with its line: reported in one line, exit status 2."""
@@ -83,8 +85,6 @@ def _array_records(path: Path, text: str) -> Iterator[tuple[int, object]]:
 
 def row_problem(row: object) -> str | None:
     """Why a decoded row cannot be used as a numeric question, or None when it can."""
-    from relrl.grading import parse_target
-
     if not isinstance(row, dict):
         return "not a JSON object"
     question = row.get("question")
@@ -95,8 +95,8 @@ def row_problem(row: object) -> str | None:
     answer = row["answer"]
     if isinstance(answer, bool) or not isinstance(answer, (str, int, float)):
         return f"'answer' must be a string or number, got {type(answer).__name__}"
-    value, reason = parse_target(str(answer))
-    if value is None:
+    values, reason = parse_target_values(str(answer))  # "31, 521" is graded part by part
+    if values is None:
         return f"non-numeric answer {str(answer)[:60]!r} ({reason})"
     return None
 

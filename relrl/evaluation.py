@@ -69,7 +69,7 @@ def score_question(row: dict, completions: Sequence, settings: EvalSettings) -> 
     graded = []
     for completion in completions:
         g = grade(completion.text, row["answer"], tolerance=settings.tolerance,
-                  allow_plain=settings.allow_plain)
+                  allow_plain=settings.allow_plain, truncated=bool(completion.truncated))
         graded.append({"extracted": g.extracted, "value": g.value, "correct": bool(g.correct),
                        "truncated": bool(completion.truncated), "reward": g.reward,
                        "response": completion.text})
