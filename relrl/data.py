@@ -38,18 +38,26 @@ class DatasetReport:
         }
 
 
-def read_records(path: str | os.PathLike) -> Iterator[tuple[int, object]]:
-    """(line number, decoded JSON) for each row of a JSONL file or of a JSON array (the line
-    where the element starts). Malformed JSON or an empty file raise DatasetError."""
+def read_text(path: str | os.PathLike) -> str:
+    """A UTF-8 text file (a byte-order mark tolerated). A missing file, a folder or bytes that
+    are not UTF-8 raise DatasetError naming the file (and the byte offset of a bad byte)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")  # -sig: tolerate a byte-order mark
+        return path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise DatasetError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise DatasetError(f"{path}: is a folder, not a file") from None
     except UnicodeDecodeError as exc:
-        raise DatasetError(f"{path}: not UTF-8 text ({exc.reason})") from None
+        raise DatasetError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                           "save it as UTF-8") from None
+
+
+def read_records(path: str | os.PathLike) -> Iterator[tuple[int, object]]:
+    """(line number, decoded JSON) for each row of a JSONL file or of a JSON array (the line
+    where the element starts). Malformed JSON or an empty file raise DatasetError."""
+    path = Path(path)
+    text = read_text(path)
     if not text.strip():
         raise DatasetError(f"{path}: the file is empty")
     if text.lstrip().startswith("["):
@@ -183,10 +191,9 @@ def atomic_write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
 
 
 def read_json(path: str | os.PathLike):
+    text = read_text(path)
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DatasetError(f"{path}: no such file") from None
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg})") from None
 
