@@ -27,6 +27,7 @@ from relrl.data import DatasetError, atomic_write_jsonl, read_json
 from relrl.dpo_loss import LOSS_TYPES, dpo_loss
 from relrl.sft_data import collate
 from relrl.sft_trainer import EpochTrainer, LoopConfig
+from relrl.tracking import RUN_FILES as TRACKING_FILES, add_report_to_arg, open_tracker
 
 RESULT_KINDS = ("model_result", "screening", "pair_result")
 PAIRS_FILE, ADAPTER_DIR = "pairs.jsonl", "adapter"
@@ -348,6 +349,7 @@ def build_parser():
                    help="optimiser steps between checkpoints (50)")
     g.add_argument("--keep-checkpoints", type=positive_int("--keep-checkpoints"),
                    default=d.keep_checkpoints, help="newest checkpoint-N/ folders kept (1)")
+    add_report_to_arg(p)
     return p
 
 
@@ -377,7 +379,9 @@ def main(argv=None) -> int:
     settings = {**cfg.settings(), "pairs": len(pairs)}
     resume_from = prepare_output_dir(out, fingerprint, resume=args.resume,
                                      overwrite=args.overwrite,
-                                     run_files=(LOG_FILE, STATS_FILE, PAIRS_FILE, ADAPTER_DIR))
+                                     run_files=(LOG_FILE, STATS_FILE, PAIRS_FILE, ADAPTER_DIR,
+                                                *TRACKING_FILES))
+    tracker = open_tracker(args.report_to, out, run_name=out.name, config=settings)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_jsonl(out / PAIRS_FILE, [dataclasses.asdict(p) for p in pairs])
 
@@ -392,8 +396,11 @@ def main(argv=None) -> int:
           f"loss {cfg.loss_type}, beta {cfg.beta}, lr {cfg.learning_rate:g}, {cfg.epochs} epochs, "
           f"batch {cfg.batch_size}, fingerprint {fingerprint}", flush=True)
     trainer = DPOTrainer(cfg, model, tokenizer, items, out, fingerprint=fingerprint,
-                         settings=settings)
-    result = trainer.run(resume_from)
+                         settings=settings, tracker=tracker)
+    try:
+        result = trainer.run(resume_from)
+    finally:
+        tracker.close()
     result["completions_cut"] = cut
     atomic_write_json(out / STATS_FILE, result)
     if not result["stopped_by"].startswith("SIG"):

@@ -36,6 +36,7 @@ from relrl.data import atomic_write_json, atomic_write_jsonl
 from relrl.dynamic_sampling import CollectionStopped, WASTE_KINDS, DynamicSampler, Group, QuestionSampler
 from relrl.grpo_loss import (ADVANTAGE_MODES, AGGREGATIONS, LossConfig, batch_counts,
                              group_advantages, overlong_penalty, policy_loss)
+from relrl.tracking import RUN_FILES as TRACKING_FILES, Tracker, add_report_to_arg, open_tracker
 
 DEFAULT_MODEL = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
 LOG_FILE, STATS_FILE = "train_log.jsonl", "statistics.json"
@@ -173,7 +174,8 @@ class GRPOTrainer:
     def __init__(self, cfg: GRPOConfig, model, tokenizer, rows: list[dict],
                  val_rows: list[dict] | None = None, *, reward_fn: RewardFn | None = None,
                  settings: dict | None = None, fingerprint: str = "",
-                 advantage_hook: Callable[[torch.Tensor], torch.Tensor] | None = None):
+                 advantage_hook: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                 tracker: Tracker | None = None):
         from relrl.prompting import build_prompt
         from relrl.sampling import SamplingConfig
 
@@ -182,6 +184,7 @@ class GRPOTrainer:
         self.reward_fn = reward_fn or (digit_share_reward if cfg.reward == "digit-share"
                                        else grader_reward(cfg.tolerance))
         self.advantage_hook = advantage_hook  # tests flip the sign to prove the direction
+        self.tracker = tracker or Tracker()  # --report-to: TensorBoard / W&B curves
         self.settings = settings if settings is not None else cfg.settings()
         self.fingerprint = fingerprint
         self.out = Path(cfg.output_dir)
@@ -423,6 +426,8 @@ class GRPOTrainer:
                 file=sys.stdout)
         with open(self.out / LOG_FILE, "a", encoding="utf-8") as handle:
             handle.writelines(json.dumps(x) + "\n" for x in lines)
+        for x in lines:  # validation accuracy goes from record_validation
+            self.tracker.log({k: v for k, v in x.items() if k != "val_accuracy"}, x["step"])
         if val_accuracy is not None:
             tqdm.write(self.validation_line(), file=sys.stdout)
 
@@ -438,6 +443,8 @@ class GRPOTrainer:
             self.best = {"step": self.useful_steps, "val_accuracy": accuracy}
             save_checkpoint(self.out / "best", model=self.model, state=dict(self.best),
                             fingerprint=self.fingerprint)
+        self.tracker.log({"val_accuracy": accuracy, "best_val_accuracy": self.best["val_accuracy"]},
+                         self.useful_steps)
         return accuracy
 
     def validation_line(self) -> str:
@@ -627,6 +634,7 @@ def build_parser(variant: str):
                    help="validate on the first N validation questions only")
     g.add_argument("--patience", type=int, default=d.patience,
                    help="stop after N validations without a new best (0: never)")
+    add_report_to_arg(p)
     return p
 
 
@@ -694,7 +702,10 @@ def main(variant: str, argv=None, *, reward_fn: RewardFn | None = None) -> int:
                 "val_fingerprint": questions_fingerprint(val_rows) if val_rows else None}
     fingerprint = run_fingerprint(settings)
     resume_from = prepare_output_dir(cfg.output_dir, fingerprint, resume=args.resume,
-                                     overwrite=args.overwrite, run_files=(LOG_FILE, STATS_FILE))
+                                     overwrite=args.overwrite,
+                                     run_files=(LOG_FILE, STATS_FILE, *TRACKING_FILES))
+    tracker = open_tracker(args.report_to, cfg.output_dir, run_name=Path(cfg.output_dir).name,
+                           config=settings)  # a missing package stops us before the model loads
 
     torch.manual_seed(cfg.seed)  # a new LoRA's initial weights
     model, tokenizer = load_model(cfg.model, load_in_4bit=cfg.load_in_4bit,
@@ -708,6 +719,9 @@ def main(variant: str, argv=None, *, reward_fn: RewardFn | None = None) -> int:
           f"G={cfg.num_generations}, {cfg.max_useful_steps} useful steps, "
           f"fingerprint {fingerprint}", flush=True)
     trainer = GRPOTrainer(cfg, model, tokenizer, rows, val_rows, reward_fn=reward_fn,
-                          settings=settings, fingerprint=fingerprint)
-    trainer.run(resume_from)
+                          settings=settings, fingerprint=fingerprint, tracker=tracker)
+    try:
+        trainer.run(resume_from)
+    finally:
+        tracker.close()
     return 0
