@@ -37,7 +37,7 @@ import math
 import re
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from itertools import chain, islice, takewhile
+from itertools import islice, takewhile
 from typing import NamedTuple
 
 # --------------------------------------------------------------------------------------------
