@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from relrl.cli import ArgumentParser, UsageError, run_main
-from relrl.data import DatasetError, atomic_write_json, atomic_write_text, read_json
+from relrl.data import DatasetError, atomic_write_json, atomic_write_text, read_json, read_text
 from relrl.evaluation import difficulty_breakdown
 from relrl.stats import bootstrap_ci, discordant, holm, mcnemar, paired_permutation_test, wilson_interval
 
@@ -84,10 +84,9 @@ def _outcomes(result: dict) -> list:
 
 def read_log(path: str) -> list[dict]:
     rows = []
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise UsageError(f"--grpo-log: {path}: no such file") from None
+    if not Path(path).exists():
+        raise UsageError(f"--grpo-log: {path}: no such file")
+    lines = read_text(path).splitlines()
     for line_no, line in enumerate(lines, start=1):
         if not line.strip():
             continue

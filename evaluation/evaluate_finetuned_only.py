@@ -6,7 +6,8 @@ the base. The base results must be for exactly the same questions (checked by fi
 
   python evaluation/evaluate_finetuned_only.py --model tiny-random --adapter runs/exp7/checkpoint-80 \\
       --base-results results/base_holdout.json --dataset data/holdout.jsonl --output results/ckpt80.json
-Sharded like evaluate_single.py (--shard i/n, then --merge).
+Without --output it writes $OUTPUT_DIR/eval_$RUN_NAME.json (default results/eval_eval.json), as the
+study's script did. Sharded like evaluate_single.py (--shard i/n, then --merge).
 """
 import sys
 from pathlib import Path
@@ -22,20 +23,23 @@ DEFAULT_MODEL = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
 
 def parse_args(argv=None):
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
-    ev.add_model_args(parser, DEFAULT_MODEL, base_label=False)
+    ev.add_model_args(parser, DEFAULT_MODEL, base_label=False, study_default_output=True)
     ev.add_adapter_arg(parser)
     parser.add_argument("--base-results", required=True,
                         help="earlier result JSON of the base model on the same dataset "
                         "(a model result, or a pair file whose base side is used)")
     ev.add_eval_args(parser)
-    args = parser.parse_args(argv)
-    ev.require_adapter_and_dataset(parser, args)
-    return args
+    return parser, parser.parse_args(argv)
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    return ev.run_cli(args, load_dataset(args.dataset)[: args.max_questions])
+    parser, args = parse_args(argv)
+    if not args.dataset:
+        parser.error("--dataset is required (or set DATASET_PATH)")
+    rows = load_dataset(args.dataset)[: args.max_questions]  # a bad row stops us first
+    ev.require_adapter_and_dataset(parser, args)
+    args.output = ev.study_output(args)
+    return ev.run_cli(args, rows)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from relrl import evaluation as ev
 from relrl.cli import ArgumentParser, UsageError, env_default, run_main
-from relrl.data import DatasetError, question_id
+from relrl.data import DatasetError, question_id, read_text
 
 DEFAULT_MODEL = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
 HUB_ID = "openai/gsm8k"
@@ -89,7 +89,7 @@ def read_local(path: str) -> list[dict]:
         except Exception as exc:  # pyarrow raises several types for a bad file
             raise DatasetError(f"{path}: not a readable parquet file ({type(exc).__name__})") from None
     records = []
-    for line_no, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+    for line_no, line in enumerate(read_text(file).splitlines(), start=1):
         if line.strip():
             try:
                 records.append(json.loads(line))

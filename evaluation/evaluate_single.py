@@ -7,6 +7,9 @@ The base is the same weights with the adapter switched off (one model in memory)
 
   python evaluation/evaluate_single.py --model tiny-random --adapter runs/exp7/checkpoint-80 \\
       --dataset data/holdout.jsonl --output results/exp7_ckpt80_holdout.json
+The study's environment variables work too, and then the output is $OUTPUT_DIR/eval_$RUN_NAME.json:
+  LORA_PATH=runs/exp7/checkpoint-80 DATASET_PATH=data/holdout.jsonl OUTPUT_DIR=results \\
+      RUN_NAME=exp7_ckpt80 python evaluation/evaluate_single.py    # results/eval_exp7_ckpt80.json
 Sharded (SLURM array), then merged:
   ... --shard 0/3 ; ... --shard 1/3 ; ... --shard 2/3 ; ... --merge
 """
@@ -24,17 +27,20 @@ DEFAULT_MODEL = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
 
 def parse_args(argv=None):
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
-    ev.add_model_args(parser, DEFAULT_MODEL)
+    ev.add_model_args(parser, DEFAULT_MODEL, study_default_output=True)
     ev.add_adapter_arg(parser)
     ev.add_eval_args(parser)
-    args = parser.parse_args(argv)
-    ev.require_adapter_and_dataset(parser, args)
-    return args
+    return parser, parser.parse_args(argv)
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    return ev.run_cli(args, load_dataset(args.dataset)[: args.max_questions])
+    parser, args = parse_args(argv)
+    if not args.dataset:
+        parser.error("--dataset is required (or set DATASET_PATH)")
+    rows = load_dataset(args.dataset)[: args.max_questions]  # a bad row stops us first
+    ev.require_adapter_and_dataset(parser, args)
+    args.output = ev.study_output(args)
+    return ev.run_cli(args, rows)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,10 @@ def parse_args(argv=None):
     parser.add_argument("--allow-plain", action="store_true",
                         help="also read a 'final answer' line or the last number, "
                              "not only \\boxed{}")
+    parser.add_argument("--truncated-field", default="truncated",
+                        help="boolean field: the response hit the token limit, so a stray "
+                             "last number is no answer (default: truncated; a row without it "
+                             "was not cut off)")
     parser.add_argument("--output", help="write one JSON line per row here (default: stdout)")
     args = parser.parse_args(argv)
     if not math.isfinite(args.tolerance) or args.tolerance < 0:
@@ -39,9 +43,11 @@ def parse_args(argv=None):
     return args
 
 
-def load_rows(path: str, response_field: str, answer_field: str) -> list[tuple[str, object]]:
-    """(response, answer) per row; a row without either field is an error naming its line.
-    A null response (an API call that returned nothing) grades as an empty response."""
+def load_rows(path: str, response_field: str, answer_field: str,
+              truncated_field: str = "truncated") -> list[tuple[str, object, bool]]:
+    """(response, answer, truncated) per row; a row without the response or the answer is an
+    error naming its line. A null response (an API call that returned nothing) grades as an
+    empty response."""
     rows = []
     for lineno, row in read_records(path):
         if not isinstance(row, dict):
@@ -53,16 +59,20 @@ def load_rows(path: str, response_field: str, answer_field: str) -> list[tuple[s
         response = row[response_field]
         if response is not None and not isinstance(response, str):
             raise DatasetError(f"{path}:{lineno}: {response_field!r} is not a string")
-        rows.append((response or "", row[answer_field]))
+        truncated = row.get(truncated_field, False)
+        if not isinstance(truncated, bool):
+            raise DatasetError(f"{path}:{lineno}: {truncated_field!r} is not true or false")
+        rows.append((response or "", row[answer_field], truncated))
     return rows
 
 
 def main():
     args = parse_args()
-    rows = load_rows(args.input, args.response_field, args.answer_field)
+    rows = load_rows(args.input, args.response_field, args.answer_field, args.truncated_field)
     lines, summary = [], {"n": len(rows), "correct": 0, "unextracted": 0, "bad_targets": 0}
-    for index, (response, answer) in enumerate(rows):
-        g = grade(response, answer, tolerance=args.tolerance, allow_plain=args.allow_plain)
+    for index, (response, answer, truncated) in enumerate(rows):
+        g = grade(response, answer, tolerance=args.tolerance, allow_plain=args.allow_plain,
+                  truncated=truncated)
         summary["correct"] += g.correct
         summary["unextracted"] += g.value is None
         summary["bad_targets"] += g.target is None

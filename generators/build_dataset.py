@@ -114,8 +114,15 @@ def cmd_stats(args) -> None:
     print(json.dumps({"file": args.file, **counts}, indent=2))
 
 
-def cmd_validate(args) -> None:
-    print(json.dumps(inspect_dataset(args.file).summary(), ensure_ascii=False))
+def cmd_validate(args) -> int:
+    """The summary on stdout; exit status 2 (and one line on stderr) when no row is usable."""
+    summary = inspect_dataset(args.file).summary()
+    print(json.dumps(summary, ensure_ascii=False))
+    if not summary["usable_numeric_rows"]:
+        print(f"error: {args.file}: no usable row ({summary['rows']} read, all skipped)",
+              file=sys.stderr)
+        return 2
+    return 0
 
 
 def cmd_export_verl(args) -> None:
@@ -140,7 +147,7 @@ def cmd_families(args) -> None:
         print("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
 
 
-def main() -> None:
+def main() -> int | None:
     parser = ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -187,7 +194,7 @@ def main() -> None:
     verl.set_defaults(run=cmd_export_verl)
 
     args = parser.parse_args()
-    args.run(args)
+    return args.run(args)
 
 
 if __name__ == "__main__":

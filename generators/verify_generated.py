@@ -56,7 +56,7 @@ def question_hash(row: dict) -> str:
 def verdict(row: dict, answer: dict, args) -> tuple[bool, str, dict]:
     """(kept, reason, fields to add) from the verifier's stored answer."""
     g = grade(answer["text"], row["answer"], tolerance=args.tolerance,
-              allow_plain=args.allow_plain)
+              allow_plain=args.allow_plain, truncated=answer["finish_reason"] == "length")
     fields = {"verified_by": args.model, "verifier_answer": g.extracted,
               "verifier_value": g.value}
     if g.correct:

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from relrl.grading import parse_target_values
+
 
 class DatasetError(Exception):
     """A file that cannot be used, named with its line: reported in one line, exit status 2."""
@@ -36,18 +38,26 @@ class DatasetReport:
         }
 
 
-def read_records(path: str | os.PathLike) -> Iterator[tuple[int, object]]:
-    """(line number, decoded JSON) for each row of a JSONL file or of a JSON array (the line
-    where the element starts). Malformed JSON or an empty file raise DatasetError."""
+def read_text(path: str | os.PathLike) -> str:
+    """A UTF-8 text file (a byte-order mark tolerated). A missing file, a folder or bytes that
+    are not UTF-8 raise DatasetError naming the file (and the byte offset of a bad byte)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")  # -sig: tolerate a byte-order mark
+        return path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise DatasetError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise DatasetError(f"{path}: is a folder, not a file") from None
     except UnicodeDecodeError as exc:
-        raise DatasetError(f"{path}: not UTF-8 text ({exc.reason})") from None
+        raise DatasetError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                           "save it as UTF-8") from None
+
+
+def read_records(path: str | os.PathLike) -> Iterator[tuple[int, object]]:
+    """(line number, decoded JSON) for each row of a JSONL file or of a JSON array (the line
+    where the element starts). Malformed JSON or an empty file raise DatasetError."""
+    path = Path(path)
+    text = read_text(path)
     if not text.strip():
         raise DatasetError(f"{path}: the file is empty")
     if text.lstrip().startswith("["):
@@ -83,8 +93,6 @@ def _array_records(path: Path, text: str) -> Iterator[tuple[int, object]]:
 
 def row_problem(row: object) -> str | None:
     """Why a decoded row cannot be used as a numeric question, or None when it can."""
-    from relrl.grading import parse_target
-
     if not isinstance(row, dict):
         return "not a JSON object"
     question = row.get("question")
@@ -95,8 +103,8 @@ def row_problem(row: object) -> str | None:
     answer = row["answer"]
     if isinstance(answer, bool) or not isinstance(answer, (str, int, float)):
         return f"'answer' must be a string or number, got {type(answer).__name__}"
-    value, reason = parse_target(str(answer))
-    if value is None:
+    values, reason = parse_target_values(str(answer))  # "31, 521" is graded part by part
+    if values is None:
         return f"non-numeric answer {str(answer)[:60]!r} ({reason})"
     return None
 
@@ -183,10 +191,9 @@ def atomic_write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
 
 
 def read_json(path: str | os.PathLike):
+    text = read_text(path)
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DatasetError(f"{path}: no such file") from None
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg})") from None
 

@@ -29,6 +29,7 @@ from relrl.data import DatasetError, atomic_write_jsonl, read_json
 from relrl.dpo_loss import LOSS_TYPES, dpo_loss
 from relrl.sft_data import collate
 from relrl.sft_trainer import EpochTrainer, LoopConfig
+from relrl.tracking import RUN_FILES as TRACKING_FILES, add_report_to_arg, open_tracker
 
 RESULT_KINDS = ("model_result", "screening", "pair_result")
 PAIRS_FILE, ADAPTER_DIR = "pairs.jsonl", "adapter"
@@ -360,6 +361,7 @@ def build_parser():
                    help="optimiser steps between checkpoints (50)")
     g.add_argument("--keep-checkpoints", type=positive_int("--keep-checkpoints"),
                    default=d.keep_checkpoints, help="newest checkpoint-N/ folders kept (1)")
+    add_report_to_arg(p)
     return p
 
 
@@ -402,13 +404,15 @@ def _train(cfg: DPOConfig, pairs: list[Pair], out: Path, fingerprint: str, setti
     def prepare():  # rank 0 alone checks (and with --overwrite clears) the output folder
         found = prepare_output_dir(out, fingerprint, resume=args.resume,
                                    overwrite=args.overwrite,
-                                   run_files=(LOG_FILE, STATS_FILE, PAIRS_FILE, ADAPTER_DIR))
+                                   run_files=(LOG_FILE, STATS_FILE, PAIRS_FILE, ADAPTER_DIR,
+                                              *TRACKING_FILES))
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_jsonl(out / PAIRS_FILE, [dataclasses.asdict(p) for p in pairs])
         return found
 
     resume_from = distributed.on_main(prepare)
     main = distributed.is_main()
+    tracker = open_tracker(args.report_to, out, run_name=out.name, config=settings, main=main)
 
     model, tokenizer = load_model(cfg.model, load_in_4bit=cfg.load_in_4bit,
                                   use_unsloth=cfg.unsloth)
@@ -422,8 +426,11 @@ def _train(cfg: DPOConfig, pairs: list[Pair], out: Path, fingerprint: str, setti
               f"loss {cfg.loss_type}, beta {cfg.beta}, lr {cfg.learning_rate:g}, {cfg.epochs} epochs, "
               f"batch {cfg.batch_size}, fingerprint {fingerprint}", flush=True)
     trainer = DPOTrainer(cfg, model, tokenizer, items, out, fingerprint=fingerprint,
-                         settings=settings)
-    result = trainer.run(resume_from)
+                         settings=settings, tracker=tracker)
+    try:
+        result = trainer.run(resume_from)
+    finally:
+        tracker.close()
     result["completions_cut"] = cut
     if not main:
         return 0

@@ -71,7 +71,7 @@ def score_question(row: dict, completions: Sequence, settings: EvalSettings) -> 
     graded = []
     for completion in completions:
         g = grade(completion.text, row["answer"], tolerance=settings.tolerance,
-                  allow_plain=settings.allow_plain)
+                  allow_plain=settings.allow_plain, truncated=bool(completion.truncated))
         graded.append({"extracted": g.extracted, "value": g.value, "correct": bool(g.correct),
                        "truncated": bool(completion.truncated), "reward": g.reward,
                        "response": completion.text})
@@ -376,6 +376,19 @@ def require_adapter_and_dataset(parser, args) -> None:
         parser.error("--dataset is required (or set DATASET_PATH)")
 
 
+def study_output(args) -> Path:
+    """--output, else the study's $OUTPUT_DIR/eval_$RUN_NAME.json (results/eval_eval.json when
+    neither is set); that default folder is created, an explicit --output's must exist."""
+    if args.output:
+        return Path(args.output)
+    folder = Path(env_default("OUTPUT_DIR", "results"))
+    output = folder / f"eval_{env_default('RUN_NAME', 'eval')}.json"
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"OUTPUT_DIR: {folder} is not a folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    return output
+
+
 def add_eval_args(parser, *, samples: int = 1, temperature: float = 1.0, shards: bool = True) -> None:
     """Sampling, grading and (with `shards`) sharding flags shared by the evaluation scripts."""
     parser.add_argument("--samples", type=positive_int("--samples"), default=samples,
@@ -570,13 +583,19 @@ def run_cli(args, rows: list[dict]) -> int:
 
 
 def add_model_args(parser, default_model: str, *, base_label: bool = True,
-                   dataset_help: str = "questions, JSONL in the study's schema") -> None:
-    """--model, --dataset, --output and the labels used in tables."""
+                   dataset_help: str = "questions, JSONL in the study's schema",
+                   study_default_output: bool = False) -> None:
+    """--model, --dataset, --output (required, or with `study_default_output` the study's
+    OUTPUT_DIR/RUN_NAME file: see study_output) and the labels used in tables."""
     parser.add_argument("--model", default=default_model,
                         help=f"base model: hub id, local folder, tiny or tiny-random (default {default_model})")
     parser.add_argument("--dataset", default=env_default("DATASET_PATH", None),
                         help=f"{dataset_help} (env DATASET_PATH)")
-    parser.add_argument("--output", required=True, help="result JSON to write")
+    if study_default_output:
+        parser.add_argument("--output", default=None, help="result JSON to write (default: the "
+                            "study's $OUTPUT_DIR/eval_$RUN_NAME.json, results/ and eval unset)")
+    else:
+        parser.add_argument("--output", required=True, help="result JSON to write")
     parser.add_argument("--label", default=None, help="name of the evaluated model in tables "
                         "(default: the adapter's parent/name, else the model's name)")
     if base_label:

@@ -2,7 +2,18 @@
 
 Extraction: drop `<think>` blocks, take the last complete `\\boxed{...}` and, inside it, the value
 after the last `=` / `\\approx` / `≈`. With `allow_plain` (grading outside models, never rewards)
-fall back to the last "final answer" section, then to the last number of the last line.
+fall back to the last "final answer" section, then to the last number of the last line; a
+"final answer" section after a box that no marker precedes (an intermediate result boxed in the
+working) wins over that box. In a final-answer line a number restated for comparison ("compared
+to the cold-standby value of 0.9712"), a number that starts an expression ("1 - e^{-4/3}"), a
+step label ("Step 2") and the figures of an exponent are not answers; a final list or Markdown
+table gives its one bold item, else its last. A response cut off by the token limit
+(`truncated=True`) is never credited with a stray number: without a box or a final-answer
+marker it has no answer.
+
+Targets with several values ("31, 521", "R = 0.95; MTTF = 1000") are graded part by part in
+order: the answer must give as many values (one box holding them, one box each, a final list,
+or one line), each within the tolerance; the reward band is that of the worst part.
 
 Numbers: signed decimals, `1.2e-5`, `2.52 \\times 10^{5}`, `2.52×10^5`, `10⁻⁴`, `23,717`,
 `1{,}128`, `1 128`, European `0,001`, `14/33`, `\\frac{14}{33}`, `3.1%`, units and LaTeX/Markdown
@@ -26,7 +37,7 @@ import math
 import re
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from itertools import chain, islice
+from itertools import islice, takewhile
 from typing import NamedTuple
 
 # --------------------------------------------------------------------------------------------
@@ -227,6 +238,50 @@ def parse_target(text: str) -> tuple[float | None, str]:
     return (number.value if number else None), reason
 
 
+_AND = re.compile(r"\s+(?:and|&)\s+", re.IGNORECASE)
+
+
+_SEPARATOR_OR_BRACKET = re.compile(r"[()\[\]{};]|,(?=\s)")
+
+
+def split_values(text: str, words: bool = False) -> list[str]:
+    """The parts of a list of values: split at ", " and ";" outside brackets (and, with
+    `words`, at " and " / " & "); "23,717" and "1{,}128" hold no separator."""
+    parts, depth, start = [], 0, 0
+    if "," in text or ";" in text:
+        for m in _SEPARATOR_OR_BRACKET.finditer(text):  # visits only brackets and separators
+            c = m.group()
+            if c in "([{":
+                depth += 1
+            elif c in ")]}":
+                depth = max(0, depth - 1)
+            elif depth == 0:
+                parts.append(text[start:m.start()])
+                start = m.end()
+    parts.append(text[start:])
+    if words:
+        parts = [piece for part in parts for piece in _AND.split(part)]
+    return [part for part in parts if part.strip()]
+
+
+@lru_cache(maxsize=4096)
+def _parse_target_values(text: str) -> tuple[tuple[Number, ...] | None, str]:
+    parts = split_values(text)
+    if len(parts) >= 2:
+        numbers = [_parse_target_text(part)[0] for part in parts]
+        if all(n is not None for n in numbers) and any(not _same(n, numbers[0]) for n in numbers[1:]):
+            return tuple(numbers), ""
+    single, reason = _parse_target_text(text)
+    return ((single,), "") if single is not None else (None, reason)
+
+
+def parse_target_values(text) -> tuple[tuple[Number, ...] | None, str]:
+    """Ground truth as one or more Numbers in order (several for "31, 521" or "R = 0.95;
+    MTTF = 1000": parts separated by ", " or ";", each one number), or (None, why not). A range
+    ("0.9-0.95", "between 3 and 5") is not a list of values."""
+    return _parse_target_values("" if text is None else str(text))
+
+
 # --------------------------------------------------------------------------------------------
 # Extraction
 
@@ -280,7 +335,10 @@ _COLON_AFTER = re.compile(r"\s*:")
 _WORD_CHAR = re.compile(r"\w")
 _LEAD = re.compile(r"^(?:[\s:*#)\]>|]|\.(?=\s))*(?:is\b)?[\s:*]*", re.IGNORECASE)
 _LIST_ITEM = re.compile(r"^\s*(?:\d{1,2}[.)]|\(?[a-z]\)|[-*•])\s+")
+_TABLE_ROW = re.compile(r"^\s*\|")
+_BOLD_WITH_DIGIT = re.compile(r"\*\*[^*\n]*\d[^*\n]*\*\*")
 _MAX_IN_LINE = 64
+_MAX_ITEMS = 32  # list items or table rows read from one final-answer section
 _PARENTHETICAL = re.compile(r"(?<=\s)\([^()]*\)")
 _CLAUSE_END = re.compile(
     r"[.;!?](?=\s|$)|,\s+(?:which|meaning|i\.e\.|that is|so|and|or)\b|\s—\s", re.IGNORECASE
@@ -289,6 +347,21 @@ _MARKED = re.compile(
     r"(?:[=≈:≥]|\b(?:is|was|are|be|equals?|becomes|gives|yields|approximately|approx\.?"
     r"|about|roughly|around|nearly))\s*(?:(?:approximately|approx\.?|about|roughly|around"
     r"|nearly|only|exactly|just|equal to|estimated at)\s*)?$",
+    re.IGNORECASE,
+)
+# What follows these is a number restated for comparison, not the answer.
+_REFERENCE = re.compile(
+    r"\b(?:compared\s+(?:to|with)|in\s+comparison\s+(?:to|with)|versus|vs\.?|as\s+opposed\s+to"
+    r"|relative\s+to|rather\s+than|instead\s+of|up\s+from|down\s+from)(?!\w)",
+    re.IGNORECASE,
+)
+# A number that starts an expression ("1 - e^-4/3", "1 - (0.2)^3"), sits in an exponent or a
+# denominator ("e^-4/3"), or labels a step ("Step 2:") is not a value of its own.
+_EXPRESSION_AFTER = re.compile(r"\)?\s*(?:\^|[-+×*/]\s*(?:[\d.(\\]|e\^|e\b|exp\b|ln\b|sqrt\b))")
+_EXPRESSION_BEFORE = re.compile(r"(?:[/^]|\^[-+(]|\^\([-+])\s*$")
+_LABEL_BEFORE = re.compile(
+    r"\b(?:step|part|case|term|stage|phase|method|option|scenario|example|problem|question"
+    r"|equation|eq\.?)\s*#?\s*$",
     re.IGNORECASE,
 )
 
@@ -304,23 +377,44 @@ class Extraction:
     reason: str = ""  # why there is no value ("" when there is one)
 
 
+def _is_value(line: str, m: re.Match) -> bool:
+    """Whether a number of a line of prose can be an answer (not an expression's first term,
+    an exponent, a denominator or a step label)."""
+    before = max(0, m.start() - 16)
+    return not (_EXPRESSION_AFTER.match(line, m.end())
+                or _EXPRESSION_BEFORE.search(line, before, m.start())
+                or _LABEL_BEFORE.search(line, before, m.start()))
+
+
 def _pick_in_line(line: str) -> Number | None:
     """The answer number of one line of prose: the last number right after '=', 'is',
     'approximately'... in the first clause that has a number, else that clause's first number.
-    Only a clause's first numbers are read: a line with more is not an answer line anyway."""
+    Only a clause's first numbers are read: a line with more is not an answer line anyway.
+    Numbers after "compared to", "versus"... are left out once the clause has had a number."""
     for variant in _line_variants(line):
         clause_start = 0
         for cut in [*(m.end() for m in _CLAUSE_END.finditer(variant)), len(variant)]:
             matches = list(islice(_NUMBER.finditer(variant, clause_start, cut), _MAX_IN_LINE))
+            if len(matches) > 1:  # only a second number can be a restated one
+                reference = _REFERENCE.search(variant, matches[0].end(), cut)
+                if reference:
+                    matches = [m for m in matches if m.start() < reference.start()]
             marked, previous_end = [], clause_start
             for m in matches:
                 if _MARKED.search(variant, max(previous_end, m.start() - 40), m.start()):
                     marked.append(m)
                 previous_end = m.end()
             clause_start = cut
-            for m in chain(reversed(marked), matches):
+            marked_values = [m for m in marked if _is_value(variant, m)]
+            if marked and not marked_values:
+                continue  # "= 1 - e^{-4/3}": an exact expression, its value comes later
+            for m in reversed(marked_values):
                 number = _number(m)
                 if number.value is not None:
+                    return number
+            for m in matches:
+                number = _number(m)
+                if number.value is not None and _is_value(variant, m):
                     return number
     return None
 
@@ -334,12 +428,13 @@ def _line_variants(line: str):
 
 
 def _numeric_lines(section: str):
-    """Normalized lines of a section that hold a number, read lazily (sections can be long)."""
-    for line in section.splitlines():
-        if _DIGIT.search(line):  # cheap test first: most lines of prose hold no digit
-            line = normalize(line)
+    """(raw, normalized) lines of a section that hold a number, read lazily (sections can be
+    long)."""
+    for raw in section.splitlines():
+        if _DIGIT.search(raw):  # cheap test first: most lines of prose hold no digit
+            line = normalize(raw)
             if _NUMBER.search(line):
-                yield line
+                yield raw, line
 
 
 def _final_markers(text: str) -> list[tuple[int, int]]:
@@ -364,23 +459,54 @@ def _final_markers(text: str) -> list[tuple[int, int]]:
     return found
 
 
-def _from_final_section(text: str) -> Number | None:
-    """The answer in the last "final answer" section that holds a number."""
-    markers = _final_markers(text)
-    for k in range(len(markers) - 1, -1, -1):
-        end = markers[k + 1][0] if k + 1 < len(markers) else len(text)
-        lines = _numeric_lines(_LEAD.sub("", text[markers[k][1]:end], count=1))
-        chosen = next(lines, None)
-        if chosen is None:
-            continue
-        if chosen.rstrip(" *").endswith(":"):  # "At t = 100 hours the reliability is:"
-            chosen = next(lines, chosen)
-        while _LIST_ITEM.match(chosen):  # a numbered list builds up to its last item
-            following = next(lines, None)
-            if following is None or not _LIST_ITEM.match(following):
+def _is_item(line: str) -> bool:
+    return bool(_LIST_ITEM.match(line) or _TABLE_ROW.match(line))
+
+
+def _answer_lines(text: str, markers: list[tuple[int, int]], k: int) -> list[tuple[str, str]]:
+    """The numeric lines of marker k's section that hold its answer: the first (or the one
+    after it when it only announces the answer: "At t = 100 hours the reliability is:"), and
+    when that line opens a list or a table, every item of it."""
+    end = markers[k + 1][0] if k + 1 < len(markers) else len(text)
+    lines = _numeric_lines(_LEAD.sub("", text[markers[k][1]:end], count=1))
+    chosen = next(lines, None)
+    if chosen is None:
+        return []
+    if chosen[1].rstrip(" *").endswith(":"):
+        chosen = next(lines, chosen)
+    items = [chosen]
+    if _is_item(chosen[1]):
+        for following in islice(lines, _MAX_ITEMS):
+            if not _is_item(following[1]):
                 break
-            chosen = following
-        number = _pick_in_line(chosen)
+            items.append(following)
+    return items
+
+
+def _item_value(item: tuple[str, str]) -> Number | None:
+    """The answer of one line; of a table row, that of its last cell holding a number."""
+    line = item[1]
+    if _TABLE_ROW.match(line):
+        cells = [cell for cell in line.split("|") if _NUMBER.search(cell)]
+        line = cells[-1] if cells else line
+    return _pick_in_line(line)
+
+
+def _pick_item(items: list[tuple[str, str]]) -> Number | None:
+    """A list or table builds up to its last item, unless exactly one item is set in bold."""
+    if len(items) == 1:
+        return _item_value(items[0])
+    bold = [item for item in items if _BOLD_WITH_DIGIT.search(item[0])]
+    return _item_value(bold[0] if len(bold) == 1 else items[-1])
+
+
+def _from_final_section(text: str, markers: list[tuple[int, int]] | None = None,
+                        first: int = 0) -> Number | None:
+    """The answer in the last "final answer" section (from marker `first` on) with a number."""
+    markers = _final_markers(text) if markers is None else markers
+    for k in range(len(markers) - 1, first - 1, -1):
+        items = _answer_lines(text, markers, k)
+        number = _pick_item(items) if items else None
         if number is not None:
             return number
     return None
@@ -390,14 +516,18 @@ _OPEN_END = re.compile(r"[\\×/+\-=^({\[,<≤≥>]\s*$")
 _WORD = re.compile(r"[^\W\d]+")
 
 
+def _last_line(text: str) -> str:
+    return next((line for line in reversed(text.splitlines()) if line.strip()), "")
+
+
 def _last_number_of_last_line(text: str) -> Number | None:
     """The last number of the last line, unless that line was cut off mid-expression or
-    mid-sentence (ends on an operator, or runs on for words after its last number)."""
-    line = next((line for line in reversed(text.splitlines()) if line.strip()), "")
-    line = _LIST_ITEM.sub("", normalize(line), count=1)
+    mid-sentence (ends on an operator, or runs on for words after its last number). A step
+    label ("Step 2: Compute the") is not a number of the answer."""
+    line = _LIST_ITEM.sub("", normalize(_last_line(text)), count=1)
     for m in reversed(list(_NUMBER.finditer(line))):
         number = _number(m)
-        if number.value is None:
+        if number.value is None or _LABEL_BEFORE.search(line, max(0, m.start() - 16), m.start()):
             continue
         trailing = line[number.end:].rstrip()
         if _OPEN_END.search(line.rstrip(" *_")) or (len(_WORD.findall(trailing)) > 4
@@ -407,8 +537,19 @@ def _last_number_of_last_line(text: str) -> Number | None:
     return None
 
 
-def extract_answer(response: str, allow_plain: bool = False) -> Extraction:
-    """The final answer of a model response (see the module docstring for the rules)."""
+def _without_cut_line(text: str) -> str:
+    """A truncated response without its last line when that line stops mid-expression."""
+    body = text.rstrip()
+    cut = body.rfind("\n")
+    if _OPEN_END.search(normalize(body[cut + 1:]).rstrip(" *_")):
+        return body[:cut + 1] if cut != -1 else ""
+    return text
+
+
+def extract_answer(response: str, allow_plain: bool = False, *,
+                   truncated: bool = False) -> Extraction:
+    """The final answer of a model response (see the module docstring for the rules).
+    `truncated`: the response hit the token limit, so its last number is no answer."""
     text = response if isinstance(response, str) else ""
     if not text.strip():
         return Extraction(None, None, 0, None, reason="empty response")
@@ -420,6 +561,9 @@ def extract_answer(response: str, allow_plain: bool = False) -> Extraction:
         tail = _after_relation(normalize(box_text))
         number = _first_number(tail)
         if number is not None and number.value is not None:
+            later = _final_after_box(visible, boxes[-1]) if allow_plain else None
+            if later is not None and not _same(later, number):
+                return _extraction(later, len(boxes), "final")
             return _extraction(number, len(boxes), "boxed")
         why = number.reason if number is not None else _no_number_reason(tail)
         reason = "boxed answer is not a number" if why == "no number" else f"boxed answer: {why}"
@@ -427,19 +571,119 @@ def extract_answer(response: str, allow_plain: bool = False) -> Extraction:
     elif "<think>" in text and not visible.strip():
         reason = "cut off inside <think>"
     if allow_plain:
-        for source, finder in (("final", _from_final_section), ("last_number",
-                                                                  _last_number_of_last_line)):
-            number = finder(visible)
-            if number is not None:
-                return _extraction(number, len(boxes), source)
+        if truncated:
+            visible = _without_cut_line(visible)
+        number = _from_final_section(visible)
+        if number is not None:
+            return _extraction(number, len(boxes), "final")
+        number = None if truncated else _last_number_of_last_line(visible)
+        if number is not None:
+            return _extraction(number, len(boxes), "last_number")
         if reason == "no boxed answer":
-            reason = "no answer found"
+            reason = "cut off at the token limit before a final answer" if truncated \
+                else "no answer found"
     return Extraction(box_text, None, len(boxes), None, reason=reason)
+
+
+def _box_end(text: str, box: tuple[int, str]) -> int:
+    return _BOX.match(text, box[0]).end() + len(box[1])
+
+
+def _final_after_box(text: str, box: tuple[int, str]) -> Number | None:
+    """The answer of a "final answer" section after the last box, when no marker precedes the
+    box (so the box holds an intermediate result of the working, not the final answer)."""
+    markers = _final_markers(text)
+    if not markers or markers[0][0] < box[0]:
+        return None
+    end = _box_end(text, box)
+    first = next((k for k, (start, _) in enumerate(markers) if start >= end), None)
+    return None if first is None else _from_final_section(text, markers, first)
 
 
 def _extraction(number: Number, n_boxed: int, source: str) -> Extraction:
     return Extraction(number.text.strip()[:_MAX_TEXT], number.value, n_boxed, source,
                       number.percent, number.raw)
+
+
+# --------------------------------------------------------------------------------------------
+# Several values
+
+
+def _box_values(content: str) -> list[Number]:
+    """The values of one box, in order ("31, 521", "31 and 521", "n_1 = 31; n_2 = 521")."""
+    values = []
+    for part in split_values(normalize(content), words=True):
+        number = _first_number(_after_relation(part))
+        if number is None or number.value is None:
+            return []
+        values.append(number)
+    return values
+
+
+def _line_values(line: str) -> list[Number]:
+    """The values of one normalized line of prose, in order."""
+    values = (_pick_in_line(part) for part in split_values(line, words=True))
+    return [number for number in values if number is not None]
+
+
+def _section_values(text: str, markers: list[tuple[int, int]], k: int,
+                    count: int) -> list[Number] | None:
+    """`count` values from marker k's section: one line holding them all, else one per item of
+    the list or table it opens (its last items), else one per numeric line."""
+    end = markers[k + 1][0] if k + 1 < len(markers) else len(text)
+    lines = list(islice(_numeric_lines(_LEAD.sub("", text[markers[k][1]:end], count=1)),
+                        _MAX_ITEMS))
+    if not lines:
+        return None
+    if lines[0][1].rstrip(" *").endswith(":") and len(lines) > 1:
+        lines = lines[1:]
+    if not _TABLE_ROW.match(lines[0][1]):
+        values = _line_values(lines[0][1])
+        if len(values) == count:
+            return values
+    if _is_item(lines[0][1]):
+        items = list(takewhile(lambda line: _is_item(line[1]), lines))
+        chosen = items[-count:]
+    else:
+        chosen = lines[:count]
+    values = [_item_value(line) for line in chosen]
+    if len(chosen) == count and all(v is not None for v in values):
+        return values
+    return None
+
+
+def extract_values(response: str, count: int, allow_plain: bool = False, *,
+                   truncated: bool = False) -> tuple[list[Number] | None, str | None, int, str]:
+    """(values, source, boxes, reason): `count` answer values in order, for a target with
+    several values. From the last box holding them all, or the last `count` boxes holding one
+    each; with `allow_plain`, from the last final-answer section (one line, or a list or table
+    of one value an item), then from the last line unless the response was truncated."""
+    text = response if isinstance(response, str) else ""
+    if not text.strip():
+        return None, None, 0, "empty response"
+    visible = strip_thinking(text)
+    boxes = boxed_contents(visible)
+    if boxes:
+        values = _box_values(boxes[-1][1])
+        if len(values) == count:
+            return values, "boxed", len(boxes), ""
+        singles = [_box_values(box[1]) for box in boxes[-count:]] if len(boxes) >= count else []
+        if singles and all(len(v) == 1 for v in singles):
+            return [v[0] for v in singles], "boxed", len(boxes), ""
+    if allow_plain:
+        if truncated:
+            visible = _without_cut_line(visible)
+        markers = _final_markers(visible)
+        for k in range(len(markers) - 1, max(-1, len(markers) - 1 - _MAX_ITEMS), -1):
+            values = _section_values(visible, markers, k, count)
+            if values is not None:
+                return values, "final", len(boxes), ""
+        if not truncated:
+            values = _line_values(normalize(_last_line(visible)))
+            if len(values) == count:
+                return values, "last_number", len(boxes), ""
+    where = "boxed answer" if boxes or not allow_plain else "answer"
+    return None, None, len(boxes), f"no {where} with {count} values"
 
 
 # --------------------------------------------------------------------------------------------
@@ -473,12 +717,22 @@ class Grade:
     n_boxed: int
     reason: str
     source: str | None = None
+    truncated: bool = False  # the caller said the response hit the token limit
+    values: tuple[float, ...] | None = None  # the answer's values, for a target with several
+    targets: tuple[float, ...] | None = None  # the target's values, when it has several
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields; `values`/`targets` only for a target with several values and
+        `truncated` only when set, so a single-value grade reads as it always has."""
+        out = asdict(self)
+        if self.targets is None:
+            del out["values"], out["targets"]
+        if not self.truncated:
+            del out["truncated"]
+        return out
 
 
-def _error(answer: Extraction, target: Number) -> tuple[float, bool]:
+def _error(answer: Extraction | Number, target: Number) -> tuple[float, bool]:
     """(smallest error, whether it came from reading both sides as percent numbers): the
     percent rule of the module docstring. Relative error, or absolute for a zero target."""
     def error(a: float, t: float) -> float:
@@ -496,11 +750,37 @@ def _percent(x: float) -> str:
     return f"{x * 100:.3g}%"
 
 
+def _score(answer: Extraction | Number, truth: Number, tolerance: float, tiers: RewardTiers,
+           abs_tolerance: float) -> tuple[float | None, bool, float, str, bool]:
+    """(relative error, None for a zero target; correct; reward; reason; whether read as
+    percent numbers) of one answer value against one target value."""
+    error, percent_reading = _error(answer, truth)
+    if truth.value == 0:
+        correct = error <= abs_tolerance
+        reward = tiers.bands[0][1] if correct else tiers.wrong_number
+        return None, correct, reward, f"zero target, absolute error {error:.3g}", percent_reading
+    correct = error <= tolerance + _EPS
+    reward = next((r for limit, r in tiers.bands if error <= limit + _EPS), tiers.wrong_number)
+    within = next((limit for limit, _ in tiers.bands if error <= limit + _EPS), None)
+    reason = f"within {_percent(within)}" if within is not None else f"off by {_percent(error)}"
+    return error, correct, reward, reason, percent_reading
+
+
 def grade(response: str, target, *, tolerance: float = 0.05, allow_plain: bool = False,
-          tiers: RewardTiers = DEFAULT_TIERS, abs_tolerance: float = 1e-6) -> Grade:
-    """Grade one response against one ground-truth answer (string or number)."""
-    answer = extract_answer(response, allow_plain)
-    truth, target_reason = parse_target_number("" if target is None else str(target))
+          tiers: RewardTiers = DEFAULT_TIERS, abs_tolerance: float = 1e-6,
+          truncated: bool = False) -> Grade:
+    """Grade one response against one ground-truth answer (string or number), or against
+    each value in order of a target with several ("31, 521").
+
+    truncated: the response stopped at the token limit (a Completion's `.truncated`, an API's
+    finish_reason "length"). It changes only plain answers (allow_plain): no last-number
+    fallback and no half-written last line. A boxed answer, the GRPO reward, is unaffected."""
+    truths, target_reason = parse_target_values("" if target is None else str(target))
+    if truths is not None and len(truths) > 1:
+        return _grade_parts(response, truths, tolerance, allow_plain, tiers, abs_tolerance,
+                            truncated)
+    truth = truths[0] if truths else None
+    answer = extract_answer(response, allow_plain, truncated=truncated)
     too_many = answer.n_boxed > tiers.max_boxes
     notes = [f"{answer.n_boxed} boxed answers (more than {tiers.max_boxes})"] if too_many else []
 
@@ -508,21 +788,42 @@ def grade(response: str, target, *, tolerance: float = 0.05, allow_plain: bool =
         reason = "; ".join([reason, *notes])
         reward = tiers.too_many_boxes if too_many else reward
         return Grade(answer.text, answer.value, truth.value if truth else None, rel_error,
-                     correct, float(reward), answer.n_boxed, reason, answer.source)
+                     correct, float(reward), answer.n_boxed, reason, answer.source,
+                     bool(truncated))
 
     if truth is None:
         return result(None, False, tiers.no_answer, f"target: {target_reason}")
     if answer.value is None:
         return result(None, False, tiers.no_answer, answer.reason)
-    error, percent_reading = _error(answer, truth)
+    error, correct, reward, reason, percent_reading = _score(answer, truth, tolerance, tiers,
+                                                             abs_tolerance)
     if percent_reading:
         notes.insert(0, "compared as percent numbers")
-    if truth.value == 0:
-        correct = error <= abs_tolerance
-        reward = tiers.bands[0][1] if correct else tiers.wrong_number
-        return result(None, correct, reward, f"zero target, absolute error {error:.3g}")
-    correct = error <= tolerance + _EPS
-    reward = next((r for limit, r in tiers.bands if error <= limit + _EPS), tiers.wrong_number)
-    within = next((limit for limit, _ in tiers.bands if error <= limit + _EPS), None)
-    reason = f"within {_percent(within)}" if within is not None else f"off by {_percent(error)}"
     return result(error, correct, reward, reason)
+
+
+def _grade_parts(response, truths: tuple[Number, ...], tolerance: float, allow_plain: bool,
+                 tiers: RewardTiers, abs_tolerance: float, truncated: bool) -> Grade:
+    """A target with several values: every part in order, the reward of the worst part."""
+    count, targets = len(truths), tuple(t.value for t in truths)
+    values, source, n_boxed, why = extract_values(response, count, allow_plain,
+                                                  truncated=truncated)
+    max_boxes = max(tiers.max_boxes, count)  # one box per asked value is not a list of guesses
+    notes = [f"{n_boxed} boxed answers (more than {max_boxes})"] if n_boxed > max_boxes else []
+    if values is None:
+        answer = extract_answer(response, allow_plain, truncated=truncated)
+        listed = ", ".join(t.text.strip() for t in truths)
+        reason = "; ".join([f"target has several values ({listed}): {why}", *notes])
+        reward = tiers.too_many_boxes if notes else tiers.no_answer
+        return Grade(answer.text, answer.value, targets[0], None, False, float(reward), n_boxed,
+                     reason, answer.source, bool(truncated), None, targets)
+    scores = [_score(v, t, tolerance, tiers, abs_tolerance) for v, t in zip(values, truths)]
+    if any(s[4] for s in scores):
+        notes.insert(0, "compared as percent numbers")
+    errors = [s[0] for s in scores if s[0] is not None]
+    reason = "; ".join([f"{count} values: " + ", ".join(s[3] for s in scores), *notes])
+    reward = tiers.too_many_boxes if n_boxed > max_boxes else min(s[2] for s in scores)
+    extracted = ", ".join(v.text.strip() for v in values)[:_MAX_TEXT]
+    return Grade(extracted, values[0].value, targets[0], max(errors) if errors else None,
+                 all(s[1] for s in scores), float(reward), n_boxed, reason, source,
+                 bool(truncated), tuple(v.value for v in values), targets)

@@ -45,6 +45,7 @@ from relrl.engines import (DEFAULT_VLLM_MEMORY, ENGINES, Engine, SamplingConfig,
                            sample_seed)
 from relrl.grpo_loss import (ADVANTAGE_MODES, AGGREGATIONS, LossConfig, batch_counts,
                              group_advantages, overlong_penalty, policy_loss)
+from relrl.tracking import RUN_FILES as TRACKING_FILES, Tracker, add_report_to_arg, open_tracker
 
 DEFAULT_MODEL = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
 LOG_FILE, STATS_FILE = "train_log.jsonl", "statistics.json"
@@ -191,7 +192,7 @@ class GRPOTrainer:
                  val_rows: list[dict] | None = None, *, reward_fn: RewardFn | None = None,
                  settings: dict | None = None, fingerprint: str = "",
                  advantage_hook: Callable[[torch.Tensor], torch.Tensor] | None = None,
-                 engine: Engine | None = None):
+                 engine: Engine | None = None, tracker: Tracker | None = None):
         from relrl.prompting import build_prompt
 
         self.cfg, self.model, self.tokenizer = cfg, model, tokenizer
@@ -202,6 +203,7 @@ class GRPOTrainer:
         self.reward_fn = reward_fn or (digit_share_reward if cfg.reward == "digit-share"
                                        else grader_reward(cfg.tolerance))
         self.advantage_hook = advantage_hook  # tests flip the sign to prove the direction
+        self.tracker = tracker or Tracker()  # --report-to: TensorBoard / W&B curves
         self.settings = settings if settings is not None else cfg.settings()
         self.fingerprint = fingerprint
         self.out = Path(cfg.output_dir)
@@ -509,6 +511,8 @@ class GRPOTrainer:
             return
         with open(self.out / LOG_FILE, "a", encoding="utf-8") as handle:
             handle.writelines(json.dumps(x) + "\n" for x in lines)
+        for x in lines:  # validation accuracy goes from record_validation
+            self.tracker.log({k: v for k, v in x.items() if k != "val_accuracy"}, x["step"])
         if val_accuracy is not None:
             tqdm.write(self.validation_line(), file=sys.stdout)
 
@@ -526,6 +530,8 @@ class GRPOTrainer:
                 save_checkpoint(self.out / "best", model=self.model, state=dict(self.best),
                                 fingerprint=self.fingerprint)
             distributed.barrier()
+        self.tracker.log({"val_accuracy": accuracy, "best_val_accuracy": self.best["val_accuracy"]},
+                         self.useful_steps)
         return accuracy
 
     def validation_line(self) -> str:
@@ -744,6 +750,7 @@ def build_parser(variant: str):
                    help="validate on the first N validation questions only")
     g.add_argument("--patience", type=int, default=d.patience,
                    help="stop after N validations without a new best (0: never)")
+    add_report_to_arg(p)
     return p
 
 
@@ -817,7 +824,10 @@ def main(variant: str, argv=None, *, reward_fn: RewardFn | None = None) -> int:
     distributed.setup()  # torchrun / srun: one rank per process; else a no-op
     resume_from = distributed.on_main(lambda: prepare_output_dir(
         cfg.output_dir, fingerprint, resume=args.resume, overwrite=args.overwrite,
-        run_files=(LOG_FILE, STATS_FILE)))
+        run_files=(LOG_FILE, STATS_FILE, *TRACKING_FILES)))
+    # a missing package stops every rank before the model loads; rank 0 alone reports
+    tracker = open_tracker(args.report_to, cfg.output_dir, run_name=Path(cfg.output_dir).name,
+                           config=settings, main=distributed.is_main())
 
     torch.manual_seed(cfg.seed)  # a new LoRA's initial weights (the same on every rank)
     model, tokenizer = load_model(cfg.model, load_in_4bit=cfg.load_in_4bit,
@@ -837,8 +847,10 @@ def main(variant: str, argv=None, *, reward_fn: RewardFn | None = None) -> int:
                          max_new_tokens=cfg.max_new_tokens,
                          gpu_memory_utilization=cfg.vllm_gpu_memory_utilization) as engine:
             trainer = GRPOTrainer(cfg, model, tokenizer, rows, val_rows, reward_fn=reward_fn,
-                                  settings=settings, fingerprint=fingerprint, engine=engine)
+                                  settings=settings, fingerprint=fingerprint, engine=engine,
+                                  tracker=tracker)
             trainer.run(resume_from)
     finally:
+        tracker.close()
         distributed.cleanup()
     return 0

@@ -43,6 +43,7 @@ from relrl.cli import UsageError, env_default, load_in_4bit_flag
 from relrl.data import atomic_write_json, atomic_write_jsonl, questions_fingerprint, read_json
 from relrl.grpo_trainer import warmup_cosine
 from relrl.sft_data import collate_examples, optimizer_batches
+from relrl.tracking import RUN_FILES as TRACKING_FILES, Tracker, add_report_to_arg, open_tracker
 
 LOG_FILE, STATS_FILE, EVAL_FILE, SUMMARY_FILE = ("train_log.jsonl", "statistics.json",
                                                  "evaluation.json", "cv_summary.json")
@@ -91,8 +92,9 @@ class EpochTrainer:
     curves = {"losses": "loss"}  # statistics.json list name -> per-step metric
 
     def __init__(self, cfg: LoopConfig, model, items: list, output_dir, *, fingerprint: str,
-                 settings: dict, label: str | None = None):
+                 settings: dict, label: str | None = None, tracker: Tracker | None = None):
         self.cfg, self.model, self.items = cfg, model, items
+        self.tracker = tracker or Tracker()  # --report-to: TensorBoard / W&B curves
         self.out, self.fingerprint, self.settings = Path(output_dir), fingerprint, settings
         self.label = label or self.kind
         self.params = [p for p in model.parameters() if p.requires_grad]
@@ -189,6 +191,7 @@ class EpochTrainer:
                 if main:
                     with open(self.out / LOG_FILE, "a", encoding="utf-8") as handle:
                         handle.write(json.dumps(record) + "\n")
+                    self.tracker.log(record, self.step)
                     tqdm.write(f"{self.label} step {self.step}/{self.total_steps} "
                                f"epoch {record['epoch']:.2f} {self.describe(record)} lr {lr:.2e} "
                                f"grad {record['grad_norm']:.3f}", file=sys.stdout)
@@ -350,7 +353,7 @@ def run_files() -> tuple[str, ...]:
 
     target = Path(EVAL_FILE)
     return (LOG_FILE, STATS_FILE, EVAL_FILE, progress_path(target, "base").name,
-            progress_path(target, "finetuned").name)
+            progress_path(target, "finetuned").name, *TRACKING_FILES)
 
 
 def plan_runs(cfg: SFTConfig, rows: list[dict], output_dir: Path, *, folds: int, fold: int | None,
@@ -391,7 +394,8 @@ def plan_runs(cfg: SFTConfig, rows: list[dict], output_dir: Path, *, folds: int,
     return plans
 
 
-def train_adapter(cfg: SFTConfig, plan: FoldPlan, model, tokenizer) -> dict:
+def train_adapter(cfg: SFTConfig, plan: FoldPlan, model, tokenizer,
+                  tracker: Tracker | None = None) -> dict:
     """Attach a fresh LoRA, train it on the plan's rows (resuming when asked), save it."""
     from relrl.modeling import attach_lora, save_adapter
     from relrl.sft_data import build_examples
@@ -405,7 +409,7 @@ def train_adapter(cfg: SFTConfig, plan: FoldPlan, model, tokenizer) -> dict:
     peft_model = attach_lora(model, r=cfg.lora_r, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout)
     trainer = SFTTrainer(cfg, peft_model, tokenizer, examples, plan.run_dir,
                          fingerprint=plan.fingerprint, settings=plan.settings,
-                         label=f"sft {plan.name}")
+                         label=f"sft {plan.name}", tracker=tracker)
     result = trainer.run(plan.resume_from)
     result.update(answer_only=built.answer_only, boxed_added=built.boxed_added,
                   truncated=built.truncated, dropped=len(built.dropped))
@@ -585,6 +589,7 @@ def build_parser(default_model: str, default_output: str, about: str):
                    help="sequences per generation pass: speed only (16)")
     g.add_argument("--tolerance", type=float, default=0.05,
                    help="relative tolerance for a correct answer (0.05)")
+    add_report_to_arg(p)
     return p
 
 
@@ -661,15 +666,24 @@ def _train_and_score(cfg, args, rows, output_dir: Path, folds: int, settings) ->
               f" ({', '.join(p.name for p in plans)}), LoRA r={cfg.lora_r} "
               f"alpha={cfg.lora_alpha}, lr {cfg.learning_rate:g}, {cfg.epochs} epochs, "
               f"batch {cfg.batch_size}, {distributed.world()} rank(s)", flush=True)
-    for plan in plans:
+    # one tracker per adapter, each opened before its model loads (a missing package: at once)
+    trackers = [open_tracker(args.report_to, plan.run_dir, run_name=f"sft-{plan.name}",
+                             config=plan.settings, main=main) for plan in plans]
+    for plan, tracker in zip(plans, trackers):
         model, tokenizer = load_model(cfg.model, load_in_4bit=cfg.load_in_4bit,
                                       use_unsloth=cfg.unsloth)
-        trained = train_adapter(cfg, plan, model, tokenizer)
-        if trained["result"]["stopped_by"].startswith("SIG"):
-            return 0
-        if not args.train_all and main:  # scoring the fold is rank 0's; the others wait
-            evaluate_fold(cfg, plan, trained["model"], tokenizer, settings, folds=folds,
-                          fold_seed=args.fold_seed)
+        try:
+            trained = train_adapter(cfg, plan, model, tokenizer, tracker)
+            if trained["result"]["stopped_by"].startswith("SIG"):
+                return 0
+            if not args.train_all and main:  # scoring the fold is rank 0's; the others wait
+                pair = evaluate_fold(cfg, plan, trained["model"], tokenizer, settings,
+                                     folds=folds, fold_seed=args.fold_seed)
+                tracker.log({"heldout": {k: pair[k] for k in ("base_accuracy", "ft_accuracy",
+                                                              "delta", "mcnemar_p")}},
+                            trained["result"]["steps"])
+        finally:
+            tracker.close()
         distributed.barrier()
         del model, trained
         gc.collect()  # the next fold loads a fresh base model: free this one first

@@ -1,24 +1,28 @@
-"""Statistics for paired model comparisons on the same questions.
+"""Statistics for paired model comparisons on the same questions, on scipy.stats.
 
 Conventions: `b01` counts questions the base got wrong (0) and the fine-tuned model got right (1);
-`b10` the reverse. All p-values are two-sided. Only numpy is needed (no scipy), so these
-functions are cheap to import in every script.
+`b10` the reverse. All p-values are two-sided. The tests themselves are scipy's (`binomtest` for
+the exact McNemar test and Wilson intervals, `chi2`, `bootstrap`); what scipy lacks is here:
+Holm's adjustment, unbiased pass@k, and an exact sign-flip permutation test for any number of
+questions (scipy's `permutation_test` enumerates all 2^n flips or falls back to Monte Carlo).
 """
 from __future__ import annotations
 
 import math
-from fractions import Fraction
-from statistics import NormalDist
 from typing import Sequence
 
 import numpy as np
+from scipy import stats
+
+_BOOT_CELLS = 2_000_000  # resampled values held at once: bounds the bootstrap's memory
 
 
 def mcnemar(b01: int, b10: int) -> dict:
     """McNemar's test on the discordant counts of a paired 2x2 table.
 
-    exact_p: two-sided exact binomial test of b01 against Binomial(b01 + b10, 1/2), doubled
-    one tail capped at 1 (the test the study's p=0.019 comes from).
+    exact_p: two-sided exact binomial test of b01 against Binomial(b01 + b10, 1/2)
+    (scipy.stats.binomtest; for p = 1/2 it is the doubled smaller tail capped at 1, the test
+    the study's p=0.019 comes from).
     chi2 / chi2_p: Edwards' continuity-corrected statistic (|b01 - b10| - 1)^2 / (b01 + b10)
     on one degree of freedom; the correction is floored at zero so equal counts give chi2 = 0.
     """
@@ -27,11 +31,9 @@ def mcnemar(b01: int, b10: int) -> dict:
     n = b01 + b10
     if n == 0:
         return {"b01": b01, "b10": b10, "exact_p": 1.0, "chi2": 0.0, "chi2_p": 1.0}
-    tail = sum(math.comb(n, i) for i in range(min(b01, b10) + 1))
-    exact_p = float(min(Fraction(1), Fraction(2 * tail, 2**n)))
+    exact_p = min(1.0, float(stats.binomtest(b01, n, 0.5).pvalue))
     chi2 = max(abs(b01 - b10) - 1, 0) ** 2 / n
-    # survival function of chi-square with 1 df: P(Z^2 > x) = erfc(sqrt(x / 2))
-    chi2_p = math.erfc(math.sqrt(chi2 / 2))
+    chi2_p = float(stats.chi2.sf(chi2, 1))
     return {"b01": b01, "b10": b10, "exact_p": exact_p, "chi2": chi2, "chi2_p": chi2_p}
 
 
@@ -44,42 +46,34 @@ def discordant(base_correct: Sequence[bool], ft_correct: Sequence[bool]) -> tupl
     return b01, b10
 
 
-def _z(confidence: float) -> float:
+def _check_confidence(confidence: float) -> None:
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
-    return NormalDist().inv_cdf(1 - (1 - confidence) / 2)
 
 
 def wilson_interval(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """Wilson score interval for a binomial proportion k/n (no continuity correction)."""
+    _check_confidence(confidence)
     if n == 0:
         return 0.0, 1.0
     if not 0 <= k <= n:
         raise ValueError(f"need 0 <= k <= n, got k={k}, n={n}")
-    z = _z(confidence)
-    p = k / n
-    denom = 1 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    low = 0.0 if k == 0 else max(0.0, centre - half)  # exact ends, not rounding noise
-    high = 1.0 if k == n else min(1.0, centre + half)
-    return low, high
+    ci = stats.binomtest(k, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(ci.low), float(ci.high)
 
 
 def _bootstrap(values: np.ndarray, n_boot: int, confidence: float, seed: int) -> dict:
     """Percentile bootstrap interval for the mean of `values`, resampling its entries."""
-    _z(confidence)
-    rng = np.random.default_rng(seed)
-    means = np.empty(n_boot)
-    chunk = max(1, 2_000_000 // values.size)  # bound memory of the index matrix
-    for start in range(0, n_boot, chunk):
-        stop = min(n_boot, start + chunk)
-        idx = rng.integers(0, values.size, size=(stop - start, values.size))
-        means[start:stop] = values[idx].mean(axis=1)
-    alpha = 1 - confidence
-    low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
-    return {"low": float(low), "high": float(high), "confidence": confidence,
-            "n_boot": n_boot, "seed": seed}
+    _check_confidence(confidence)
+    if values.size == 1:  # nothing to resample: every resample is the one value
+        low = high = float(values[0])
+    else:
+        ci = stats.bootstrap((values,), np.mean, n_resamples=n_boot, confidence_level=confidence,
+                             method="percentile", vectorized=True,
+                             batch=max(1, _BOOT_CELLS // values.size),
+                             rng=np.random.default_rng(seed)).confidence_interval
+        low, high = float(ci.low), float(ci.high)
+    return {"low": low, "high": high, "confidence": confidence, "n_boot": n_boot, "seed": seed}
 
 
 def bootstrap_ci(values: Sequence[float], *, n_boot: int = 10_000, confidence: float = 0.95,
@@ -108,7 +102,7 @@ def paired_bootstrap_ci(
     b = np.asarray(ft, dtype=np.float64)
     if a.shape != b.shape or a.ndim != 1 or a.size == 0:
         raise ValueError("need two non-empty paired score lists of equal length")
-    diff = b - a
+    diff = b - a  # resampling the differences resamples the pairs
     return {"delta": float(diff.mean()), **_bootstrap(diff, n_boot, confidence, seed)}
 
 
@@ -148,7 +142,8 @@ def paired_permutation_test(
     d_i = ft_i - base_i is equally likely to have either sign. The statistic is sum(d_i); its
     null distribution over all 2^n sign flips is computed exactly by dynamic programming on
     integer-scaled differences (no Monte Carlo). With one sample per question this is exactly
-    McNemar's exact test.
+    McNemar's exact test. It equals scipy.stats.permutation_test(permutation_type="samples")
+    where that can enumerate every flip; beyond about 20 questions scipy samples flips instead.
     """
     n = len(base_counts)
     if n == 0 or len(ft_counts) != n:

@@ -6,9 +6,15 @@ relrl_die() {
     exit 2
 }
 
-# load_site_env: source $SITE_ENV (default slurm/site.env). A variable already in the
-# environment wins over the file, so `MODEL=tiny slurm/submit.sh ...` overrides one value.
+# load_site_env [--example-if-missing]: source $SITE_ENV (default slurm/site.env). A variable
+# already in the environment wins over the file, so `MODEL=tiny slurm/submit.sh ...` overrides
+# one value. With --example-if-missing (dry runs) and neither SITE_ENV nor slurm/site.env,
+# slurm/site.env.example stands in, and a note on stderr says so.
 load_site_env() {
+    if [ "${1:-}" = --example-if-missing ] && [ -z "${SITE_ENV:-}" ] && [ ! -f "$ROOT/slurm/site.env" ]; then
+        SITE_ENV="$ROOT/slurm/site.env.example"
+        echo "note: no slurm/site.env: showing the jobs with the settings of slurm/site.env.example; copy it to slurm/site.env and edit it before submitting" >&2
+    fi
     SITE_ENV="${SITE_ENV:-$ROOT/slurm/site.env}"
     [ -f "$SITE_ENV" ] || relrl_die "no site settings at $SITE_ENV: copy slurm/site.env.example to slurm/site.env and edit it"
     local before

@@ -7,7 +7,8 @@
 #
 #   slurm/pipeline.sh [--dry-run]
 #
-# Settings come from slurm/site.env (or SITE_ENV=file); any of them can be overridden from the
+# Settings come from slurm/site.env (or SITE_ENV=file; a dry run without either shows the jobs
+# with slurm/site.env.example's settings and says so); any of them can be overridden from the
 # environment, e.g. MODEL=tiny RUN_DIR=runs/try slurm/pipeline.sh. The evaluation covers the
 # SFT adapter of fold SFT_FOLD and checkpoint-N of both GRPO runs for N in EVAL_STEPS; its list
 # is written to RUN_DIR/checkpoints.txt. The jobs read RUN_DIR/site.env, a copy of the settings
@@ -23,11 +24,11 @@ dry_run=0
 case "${1:-}" in
     --dry-run) dry_run=1 ;;
     "") ;;
-    *) sed -n '2,15s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,16s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 esac
 
 cd "$ROOT"
-load_site_env
+if [ "$dry_run" = 1 ]; then load_site_env --example-if-missing; else load_site_env; fi
 need MODEL RUN_DIR SCREEN_SHARDS SFT_FOLDS SFT_FOLD EVAL_STEPS
 export RELRL_ROOT="$ROOT" SITE_ENV
 logs="$RUN_DIR/logs"

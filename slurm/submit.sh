@@ -19,7 +19,7 @@ shift
 [ -f "$job" ] || relrl_die "no job file $1 (see slurm/*.sbatch)"
 
 cd "$ROOT"
-load_site_env
+if [ "$dry_run" = 1 ]; then load_site_env --example-if-missing; else load_site_env; fi
 kind=$(job_kind "$job")
 site_sbatch_args "$kind"
 export RELRL_ROOT="$ROOT" SITE_ENV

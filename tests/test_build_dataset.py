@@ -215,3 +215,22 @@ def test_family_table_is_documented():
     assert result.returncode == 0
     table = (ROOT / "generators" / "FAMILIES.md").read_text(encoding="utf-8")
     assert result.stdout.strip() in table, "regenerate the table: build_dataset.py families"
+
+
+def test_validate_exits_non_zero_when_no_row_is_usable(tmp_path):
+    useless = tmp_path / "useless.jsonl"
+    useless.write_text(json.dumps({"question": "q1", "answer": "a lot"}) + "\n"
+                       + json.dumps({"answer": "1"}) + "\n", encoding="utf-8")
+    result = run("validate", useless)
+    assert result.returncode == 2
+    assert json.loads(result.stdout)["usable_numeric_rows"] == 0  # the summary still says why
+    assert result.stderr.strip() == f"error: {useless}: no usable row (2 read, all skipped)"
+
+
+def test_validate_reports_a_file_that_is_not_utf8(tmp_path):
+    latin = tmp_path / "latin1.jsonl"
+    latin.write_bytes(json.dumps({"question": "Température 85 °C?", "answer": "3"},
+                                 ensure_ascii=False).encode("latin-1") + b"\n")
+    result = run("validate", latin)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and "latin1.jsonl: not UTF-8 text" in result.stderr

@@ -56,13 +56,13 @@ def test_missing_file(tmp_path):
 
 
 def test_bad_rows_are_listed_with_line_and_reason(tmp_path):
-    lines = [row(), json.dumps({"answer": "1"}), row(answer="0.04, 0.20"), row(answer="n/a"),
+    lines = [row(), json.dumps({"answer": "1"}), row(answer="0.9-0.95"), row(answer="n/a"),
              "", row(answer=None), "[1, 2]", row(answer=870)]
     report = inspect_dataset(write(tmp_path / "d.jsonl", "\n".join(lines) + "\n"))
     assert report.rows == 7 and len(report.usable) == 2
     skipped = {s["line"]: s["reason"] for s in report.skipped}
     assert skipped[2] == "missing 'question'"
-    assert "several values" in skipped[3] and "'0.04, 0.20'" in skipped[3]
+    assert "several values" in skipped[3] and "'0.9-0.95'" in skipped[3]  # a range
     assert "non-numeric answer 'n/a'" in skipped[4]
     assert skipped[6] == "missing 'answer'"
     assert skipped[7] == "not a JSON object"

@@ -389,3 +389,70 @@ def test_group_aware_folds():
         kfold_by_group(rows, 13)
     with pytest.raises(UsageError, match="--fold"):
         fold_rows(rows, 4, 4)
+
+
+# ---------------------------------------------------------------------------- the study's variables
+
+
+STUDY_FIELDS = ("base_accuracy", "ft_accuracy", "delta", "mcnemar_b01", "mcnemar_b10",
+                "mcnemar_p", "base_results", "ft_results")
+
+
+def study_env(monkeypatch, **values):
+    for name in ("LORA_PATH", "DATASET_PATH", "OUTPUT_DIR", "RUN_NAME"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in values.items():
+        monkeypatch.setenv(name, str(value))
+
+
+def test_the_studys_environment_variables_write_eval_run_name_json(tmp_path, adapter, capsys,
+                                                                    monkeypatch):
+    data = write_rows(tmp_path / "d.jsonl", 4)
+    out_dir = tmp_path / "study_results"  # created: the study's script made it too
+    study_env(monkeypatch, LORA_PATH=adapter, DATASET_PATH=data, OUTPUT_DIR=out_dir,
+              RUN_NAME="exp7_ckpt80")
+    code, stdout, err = run_script("evaluate_single", FAST, capsys)
+    assert code == 0, err
+    written = out_dir / "eval_exp7_ckpt80.json"
+    assert f"wrote {written}" in stdout and sorted(p.name for p in out_dir.iterdir() if
+                                                  p.suffix == ".json") == [written.name]
+    pair = json.loads(written.read_text())
+    assert all(key in pair for key in STUDY_FIELDS)
+    assert len(pair["base_results"]) == len(pair["ft_results"]) == 4
+    assert pair["finetuned"]["adapter"] == str(adapter)
+    assert pair["delta"] == pytest.approx(pair["ft_accuracy"] - pair["base_accuracy"])
+
+    # evaluate_finetuned_only with the same variables and the base from that file
+    study_env(monkeypatch, LORA_PATH=adapter, DATASET_PATH=data, OUTPUT_DIR=out_dir,
+              RUN_NAME="exp7_ckpt80_ft")
+    code, _, err = run_script("evaluate_finetuned_only", [*FAST, "--base-results", written], capsys)
+    assert code == 0, err
+    again = json.loads((out_dir / "eval_exp7_ckpt80_ft.json").read_text())
+    assert all(key in again for key in STUDY_FIELDS) and again["mcnemar_p"] == pair["mcnemar_p"]
+
+
+def test_without_output_dir_and_run_name_the_studys_defaults(tmp_path, adapter, capsys,
+                                                            monkeypatch):
+    data = write_rows(tmp_path / "d.jsonl", 2)
+    monkeypatch.chdir(tmp_path)
+    study_env(monkeypatch, LORA_PATH=adapter, DATASET_PATH=data)
+    assert run_script("evaluate_single", FAST, capsys)[0] == 0
+    assert (tmp_path / "results" / "eval_eval.json").is_file()
+    out = tmp_path / "mine.json"  # a flag still wins over the variables
+    study_env(monkeypatch, LORA_PATH=adapter, DATASET_PATH=data, RUN_NAME="ignored")
+    assert run_script("evaluate_single", [*FAST, "--output", out], capsys)[0] == 0
+    assert out.is_file() and not (tmp_path / "results" / "eval_ignored.json").exists()
+
+
+def test_a_bad_dataset_row_is_reported_first(tmp_path, capsys, monkeypatch):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"question": "q", "answer": "0.5"}) + "\n"
+                   + json.dumps({"question": "no answer"}) + "\n")
+    out_dir = tmp_path / "never"
+    # no adapter anywhere: the dataset's line is still what is reported, nothing is created
+    study_env(monkeypatch, DATASET_PATH=bad, OUTPUT_DIR=out_dir, RUN_NAME="x")
+    for script in ("evaluate_single", "evaluate_finetuned_only"):
+        extra = ["--base-results", tmp_path / "absent.json"] if script.endswith("only") else []
+        code, _, err = run_script(script, [*FAST, *extra], capsys)
+        _one_line_error(code, err, "bad.jsonl:2: missing 'answer'")
+    assert not out_dir.exists()

@@ -15,7 +15,7 @@ ROWS = [
     {"response": "\\boxed{0.5}", "answer": "0.9945"},
     {"response": "FINAL ANSWER: 870 hours", "answer": "870"},
     {"response": None, "answer": "3"},
-    {"response": "\\boxed{1}", "answer": "0.04, 0.20"},
+    {"response": "\\boxed{1}", "answer": "0.9-0.95"},  # a range is not a target
 ]
 
 
@@ -40,6 +40,18 @@ def test_jsonl_to_stdout(tmp_path):
     assert "several values" in lines[4]["reason"]
 
 
+def test_a_truncated_row_is_never_credited_a_stray_number(tmp_path):
+    path = tmp_path / "responses.jsonl"
+    rows = [{"response": "Using t = 250 h we get λt = 0.5.", "answer": "0.5", "cut": flag}
+            for flag in (False, True)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    done = run(path, "--allow-plain", "--truncated-field", "cut")
+    assert done.returncode == 0, done.stderr
+    first, second, _ = [json.loads(line) for line in done.stdout.splitlines()]
+    assert first["correct"] and not second["correct"]
+    assert "cut off at the token limit" in second["reason"]
+
+
 def test_json_array_with_fields_allow_plain_and_output(tmp_path):
     path = tmp_path / "responses.json"
     path.write_text(json.dumps([{"text": r["response"], "truth": r["answer"]} for r in ROWS]),
@@ -62,8 +74,9 @@ def test_frontier_seed_file(tmp_path):
                "ground_truth", "--allow-plain", "--output", out)
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout.splitlines()[-1])
+    # 6 without an answer: row 17 stops at "Step 4. Compute", whose 4 is a label, not a value
     assert summary == {"n": 54, "correct": 39, "accuracy": round(39 / 54, 6),
-                       "unextracted": 5, "bad_targets": 0}
+                       "unextracted": 6, "bad_targets": 0}
     lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert lines[0] == {"index": 0, "extracted": "870", "value": 870.0, "target": 870.0,
                         "correct": True, "reward": 1.0, "reason": "within 0.1%"}

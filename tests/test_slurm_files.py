@@ -180,6 +180,45 @@ def test_pipeline_without_site_env(tmp_path):
     assert "copy slurm/site.env.example to slurm/site.env" in result.stderr
 
 
+def bare_checkout(tmp_path: Path) -> Path:
+    """The slurm/ folder alone, as a fresh clone has it: site.env.example but no site.env."""
+    import shutil
+
+    root = tmp_path / "checkout"
+    shutil.copytree(SLURM, root / "slurm", ignore=shutil.ignore_patterns("site.env"))
+    return root
+
+
+def test_dry_run_without_site_env_shows_the_jobs_with_the_example(tmp_path):
+    root = bare_checkout(tmp_path)
+    result = subprocess.run([str(root / "slurm" / "pipeline.sh"), "--dry-run"], cwd=tmp_path,
+                            env=clean_env(), capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+    assert "no slurm/site.env" in result.stderr and "site.env.example" in result.stderr
+    jobs = sbatch_lines(result.stdout)
+    assert list(jobs) == ["generate_data", "screen", "screen_merge", "sft_kfold", "grpo_exp7",
+                          "grpo_exp10", "evaluate", "compare"]
+    # the example's values: partition gpu, one GPU, its times; 4 screening shards, 5 folds
+    assert (jobs["grpo_exp7"]["partition"], jobs["grpo_exp7"]["gres"]) == ("gpu", "gpu:1")
+    assert jobs["grpo_exp7"]["time"] == "24:00:00" and jobs["compare"]["time"] == "02:00:00"
+    assert jobs["screen"]["array"] == "0-3" and jobs["sft_kfold"]["array"] == "0-4"
+    assert jobs["evaluate"]["array"] == "0-6"  # the SFT fold + 2 runs x EVAL_STEPS "80 100 200"
+    assert not (root / "runs").exists() and not (root / "slurm" / "site.env").exists()
+    one = subprocess.run([str(root / "slurm" / "submit.sh"), "--dry-run", "grpo"], cwd=tmp_path,
+                         env=clean_env(), capture_output=True, text=True, timeout=30)
+    assert one.returncode == 0 and "--partition=gpu" in one.stdout
+    assert "site.env.example" in one.stderr
+
+
+def test_a_real_submission_still_needs_site_env(tmp_path):
+    root = bare_checkout(tmp_path)
+    result = subprocess.run([str(root / "slurm" / "pipeline.sh")], cwd=tmp_path,
+                            env=clean_env(PATH="/usr/bin:/bin"), capture_output=True, text=True,
+                            timeout=30)
+    assert result.returncode == 2
+    assert "copy slurm/site.env.example to slurm/site.env" in result.stderr
+
+
 def test_submit_dry_run_passes_options_after_the_site_ones(tmp_path):
     site = write_site_env(tmp_path / "site.env", SITE_TIME_TRAIN="10:00:00")
     env = clean_env(SITE_ENV=str(site))

@@ -147,3 +147,27 @@ def test_bootstrap_is_seeded_and_centred():
     assert lo < np.mean(values) < hi
     ci = paired_bootstrap_ci([1, 1, 1, 1], [1, 1, 1, 1])
     assert (ci["low"], ci["high"], ci["delta"]) == (0.0, 0.0, 0.0)
+
+
+def test_paired_permutation_equals_scipys_where_scipy_enumerates_every_flip():
+    from scipy import stats
+
+    base = [1, 2, 0, 3, 4, 1, 2, 0, 4, 3, 1, 2]
+    ft = [3, 2, 1, 4, 4, 0, 4, 2, 4, 4, 3, 2]
+    diff = (np.array(ft) - np.array(base)) / 4
+    scipy_p = stats.permutation_test((diff,), np.sum, permutation_type="samples",
+                                     n_resamples=2 ** len(diff), vectorized=True).pvalue
+    assert paired_permutation_test(base, 4, ft, 4)["p"] == pytest.approx(scipy_p, rel=1e-9)
+
+
+def test_bootstrap_of_one_question_is_that_question():
+    assert bootstrap_ci([0.75]) == (0.75, 0.75)
+    ci = paired_bootstrap_ci([0.0], [1.0])
+    assert (ci["low"], ci["delta"], ci["high"]) == (1.0, 1.0, 1.0)
+
+
+def test_bad_confidence_is_refused():
+    for call in (lambda: wilson_interval(3, 10, confidence=1.0),
+                 lambda: bootstrap_ci([0, 1], confidence=0.0)):
+        with pytest.raises(ValueError, match="confidence must be in"):
+            call()
