@@ -149,3 +149,16 @@ def test_stop_flag_turns_sigterm_and_sigusr1_into_a_flag(capsys):
             assert stop.requested and stop.signal == name
     assert signal.getsignal(signal.SIGTERM) is before
     assert "will write a checkpoint" in capsys.readouterr().err
+
+
+def test_resume_without_a_path_picks_the_latest_checkpoint_by_step(tmp_path):
+    model, *_ = fresh()
+    fp = run_fingerprint({"seed": 0})
+    for step in (10, 2, 9):  # written out of order; "checkpoint-10" sorts before "-2" as text
+        save_checkpoint(tmp_path / f"checkpoint-{step}", model=model, state={"step": step},
+                        fingerprint=fp)
+    chosen = prepare_output_dir(tmp_path, fp, resume=True)
+    assert chosen.name == "checkpoint-10"
+    assert load_checkpoint(chosen, model=model)["step"] == 10
+    named = prepare_output_dir(tmp_path, fp, resume=str(tmp_path / "checkpoint-2"))
+    assert named.name == "checkpoint-2"  # a named checkpoint wins over the latest
