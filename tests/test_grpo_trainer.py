@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ import torch
 from relrl.cli import UsageError
 from relrl.grpo_trainer import GRPOConfig, GRPOTrainer, main, warmup_cosine
 from relrl.modeling import attach_lora, load_model
+from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = [{"id": f"q{i}", "question": f"What is {i} plus {i + 1}?", "answer": str(2 * i + 1)}
@@ -343,8 +343,9 @@ def test_exp7_script_sigterm_resume_and_evaluation(tmp_path, sft_adapter, capsys
     proc = subprocess.Popen([sys.executable, str(ROOT / "training/grpo_exp7_dynamic.py"),
                              *map(str, args), "--output-dir", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    while not (out / "checkpoint-2").exists() and proc.poll() is None:
-        time.sleep(0.05)
+    wait_until(lambda: (out / "checkpoint-2").exists() or proc.poll() is not None,
+               timeout=600, what="exp7 writing checkpoint-2")
+    assert proc.poll() is None, "exp7 finished before it could be stopped"
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, stderr[-2000:]
