@@ -2,8 +2,8 @@
 
 Jobs are submitted as a user would, overriding only --gres=none and --partition; the site
 settings point at this repository's Python and the built-in tiny model. Skipped when sbatch is
-absent or no partition answers, unless RELRL_CI_SLURM=1 (.ci/run started a cluster): then they
-fail, so a cluster that did not come up cannot give a green run. RELRL_SLURM_PARTITION names
+absent or no partition answers, unless RELRL_CI_SLURM is set (.ci/run tried to start a cluster):
+then they fail, so a cluster that did not come up cannot give a green run. RELRL_SLURM_PARTITION names
 the partition (default "local", the CI cluster's).
 """
 import json

@@ -330,8 +330,8 @@ def test_step_failure_without_a_signal_fails_the_job(tmp_path):
 # ------------------------------------------------------------------ a CI cluster that is down
 @pytest.mark.parametrize("sbatch", [False, True], ids=["no-sbatch", "sinfo-fails"])
 def test_slurm_tests_fail_in_ci_when_the_cluster_is_down_and_skip_elsewhere(tmp_path, sbatch):
-    """RELRL_CI_SLURM=1 (.ci/run started a cluster): a cluster that does not answer fails the
-    SLURM tests; without it they skip, as on a laptop."""
+    """RELRL_CI_SLURM set (.ci/run tried to start a cluster: 1 it did, 0 it could not): a
+    cluster that does not answer fails the SLURM tests; without it they skip, as on a laptop."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     if sbatch:  # installed, but no partition answers
@@ -342,18 +342,21 @@ def test_slurm_tests_fail_in_ci_when_the_cluster_is_down_and_skip_elsewhere(tmp_
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
            str(ROOT / "tests" / "test_slurm_cluster.py")]
     outcomes = {}
-    for ci in ("1", None):
+    for ci in ("1", "0", None):
         env = clean_env(PATH=str(bin_dir))
         env.pop("RELRL_CI_SLURM", None)
         if ci:
             env["RELRL_CI_SLURM"] = ci
         outcomes[ci] = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True,
                                       timeout=300)
-    failed, skipped = outcomes["1"], outcomes[None]
-    assert failed.returncode == 1, failed.stdout[-2000:]
-    assert "RELRL_CI_SLURM=1 but the SLURM cluster is unusable" in failed.stdout
-    assert " passed" not in failed.stdout and " skipped" not in failed.stdout
+    reason = "slurm_load_partitions: down" if sbatch else "sbatch is absent"
+    for ci, message in (("1", "RELRL_CI_SLURM=1 but the SLURM cluster is unusable"),
+                        ("0", "RELRL_CI_SLURM=0: .ci/run could not start the SLURM cluster")):
+        failed = outcomes[ci]
+        assert failed.returncode == 1, failed.stdout[-2000:]
+        assert message in failed.stdout and reason in failed.stdout
+        assert " passed" not in failed.stdout and " skipped" not in failed.stdout
+    skipped = outcomes[None]
     assert skipped.returncode == 0, skipped.stdout[-2000:]
     assert re.search(r"\b3 skipped\b", skipped.stdout) and " failed" not in skipped.stdout
-    reason = "slurm_load_partitions: down" if sbatch else "sbatch is absent"
     assert reason in skipped.stdout
