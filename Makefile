@@ -46,3 +46,10 @@ clean-cache:
 # The paper's tables from results/demo (needs Python only), then the PDFs (needs TeX).
 paper: install
 	$(MAKE) -C paper PY=$(abspath $(PY))
+
+# Mutation testing of the core modules, each against its own fast tests (slow; not in `make test`).
+# MUTANTS="grpo_loss stats" limits it to some; see the README's test section.
+.PHONY: mutants
+mutants: install
+	$(PY) -c "import mutmut" 2>/dev/null || $(PY) -m pip install -q "mutmut>=3.8,<4"
+	$(PY) tests/mutation/run_mutants.py $(MUTANTS)

@@ -161,8 +161,9 @@ def backoff_delay(retry: int, base: float, max_wait: float, rng: random.Random) 
     return min(max_wait, base * 2 ** retry) * (0.5 + 0.5 * rng.random())
 
 
-def parse_retry_after(value: str | None) -> float | None:
-    """Seconds from a Retry-After header (seconds or an HTTP date), None when absent or bad."""
+def parse_retry_after(value: str | None, now: Callable[[], float] = time.time) -> float | None:
+    """Seconds from a Retry-After header (seconds or an HTTP date), None when absent or bad;
+    `now` is the wall clock an HTTP date is measured from (tests pass a fixed one)."""
     if not value:
         return None
     try:
@@ -173,7 +174,7 @@ def parse_retry_after(value: str | None) -> float | None:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
-    return max(0.0, when.timestamp() - time.time())
+    return max(0.0, when.timestamp() - now())
 
 
 def _is_loopback(host: str | None) -> bool:
@@ -193,7 +194,9 @@ class ChatClient:
                  connect_timeout: float = 10.0, max_retries: int = 5, backoff: float = 2.0,
                  max_wait: float = 120.0, extra_body: dict | None = None,
                  price_in: float | None = None, price_out: float | None = None,
-                 workers: int = 4, seed: int = 0):
+                 workers: int = 4, seed: int = 0,
+                 sleep: Callable[[float], None] = time.sleep,
+                 clock: Callable[[], float] = time.monotonic):
         parsed = urlparse(base_url)
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise UsageError(f"--base-url: expected http(s)://host/path, got {base_url!r}")
@@ -211,6 +214,8 @@ class ChatClient:
         self.price_in, self.price_out = price_in, price_out
         self.totals = UsageTotals()
         self._rng = random.Random(seed)
+        # every wait and deadline goes through these, so tests can run them on a fake clock
+        self._sleep, self._clock = sleep, clock
         self._pause_lock = threading.Lock()
         self._not_before = 0.0  # a Retry-After pauses every worker, not just the one told
         self._session = requests.Session()
@@ -230,13 +235,13 @@ class ChatClient:
         body = {"model": self.model, "messages": messages}
         body.update({k: v for k, v in params.items() if v is not None})
         body.update(self.extra_body)
-        start = time.monotonic()
+        start = self._clock()
         attempt = 0
         while True:
             self._wait_for_pause()
             try:
                 data = self._attempt(body)
-                return self._result(data, attempt + 1, time.monotonic() - start)
+                return self._result(data, attempt + 1, self._clock() - start)
             except _Retryable as exc:
                 if attempt == self.max_retries:
                     kind = MalformedResponse if exc.status == 200 else APIError
@@ -245,7 +250,7 @@ class ChatClient:
                 delay = self._delay(attempt, exc.retry_after)
                 log(f"{self.model}: {exc}; retry {attempt + 1}/{self.max_retries} "
                     f"in {delay:.2f} s")
-                time.sleep(delay)
+                self._sleep(delay)
                 attempt += 1
 
     def _delay(self, attempt: int, retry_after: float | None) -> float:
@@ -255,14 +260,14 @@ class ChatClient:
             raise APIError(f"{self.model}: the server asks to wait {retry_after:.0f} s "
                            f"(more than --max-wait {self.max_wait:g} s); rerun later", 429)
         with self._pause_lock:
-            self._not_before = max(self._not_before, time.monotonic() + retry_after)
+            self._not_before = max(self._not_before, self._clock() + retry_after)
         return retry_after
 
     def _wait_for_pause(self) -> None:
         with self._pause_lock:
-            remaining = self._not_before - time.monotonic()
+            remaining = self._not_before - self._clock()
         if remaining > 0:
-            time.sleep(remaining)
+            self._sleep(remaining)
 
     def _attempt(self, body: dict) -> dict:
         """One HTTP request: the decoded body, or _Retryable / APIError."""
@@ -271,7 +276,7 @@ class ChatClient:
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
         self.totals.count_request()
-        deadline = time.monotonic() + self.timeout
+        deadline = self._clock() + self.timeout
         try:
             response = self._session.post(url, json=body, headers=headers, stream=True,
                                           timeout=(self.connect_timeout, self.timeout))
@@ -282,7 +287,7 @@ class ChatClient:
                 # whatever has arrived instead of waiting for a full buffer.
                 while chunk := response.raw.read1(65536, decode_content=True):
                     chunks.append(chunk)
-                    if time.monotonic() > deadline:
+                    if self._clock() > deadline:
                         raise _Retryable(f"no complete answer within {self.timeout:g} s")
                 raw = b"".join(chunks)
             finally:

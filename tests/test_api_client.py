@@ -1,7 +1,8 @@
 """relrl.api_client against a real HTTP server on 127.0.0.1 (tests/chat_server.py).
 
-Waits are kept tiny through the client's parameters. Timing asserts are lower bounds only
-(a wait may last longer on a busy machine, never shorter), so they cannot flake.
+Backoff waits, Retry-After pauses and the per-request deadline run on a fake clock injected
+into the client (`sleep`, `clock`), so no test waits for them or measures elapsed time; only
+the socket read timeout is real, and only tests that expect it to fire rely on it.
 """
 import random
 import socket
@@ -27,6 +28,23 @@ def server():
 @pytest.fixture(autouse=True)
 def key(monkeypatch):
     monkeypatch.setenv("OPENROUTER_API_KEY", CANARY)
+
+
+class FakeClock:
+    """A monotonic clock that only moves when the client sleeps (or by `tick` per reading)."""
+
+    def __init__(self, tick: float = 0.0, during_sleep=None):
+        self.now, self.tick, self.sleeps, self.during_sleep = 1000.0, tick, [], during_sleep
+
+    def clock(self) -> float:
+        self.now += self.tick
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        if self.during_sleep is not None:
+            self.during_sleep(seconds)
+        self.now += seconds
 
 
 def client(server, **kw):
@@ -91,14 +109,17 @@ def test_length_cut_is_reported_as_truncated(server):
 # -- retries and backoff ------------------------------------------------------------------------
 def test_5xx_is_retried_with_growing_jittered_waits(server):
     server.script({"status": 500}, {"status": 503}, {"status": 502})
-    result = client(server, backoff=0.05, max_retries=3).chat(MESSAGES)
+    fake = FakeClock()
+    result = client(server, backoff=0.05, max_retries=3, seed=7, sleep=fake.sleep,
+                    clock=fake.clock).chat(MESSAGES)
     assert result.text.endswith("{42}") and result.attempts == 4
     assert server.count == 4
-    gaps = server.gaps()
-    # retry k waits backoff * 2**k * [0.5, 1): at least 0.025, 0.05, 0.1 seconds
-    for k, gap in enumerate(gaps):
-        assert gap >= 0.05 * 2 ** k * 0.5
-    assert sum(gaps) >= 0.05 * (1 + 2 + 4) * 0.5
+    # retry k waits backoff * 2**k times a jitter in [0.5, 1) drawn from the client's seed
+    rng = random.Random(7)
+    assert fake.sleeps == [api.backoff_delay(k, 0.05, 5.0, rng) for k in range(3)]
+    for k, wait in enumerate(fake.sleeps):
+        assert 0.05 * 2 ** k * 0.5 <= wait < 0.05 * 2 ** k
+    assert result.seconds == pytest.approx(sum(fake.sleeps), abs=1e-3)  # on the client's clock
 
 
 def test_backoff_doubles_is_capped_and_jittered():
@@ -120,22 +141,27 @@ def test_gives_up_after_max_retries(server):
 
 def test_retry_after_is_honoured(server):
     server.script({"status": 429, "retry_after": "0.4"})
-    result = client(server, backoff=0.001).chat(MESSAGES)  # backoff alone would wait ~1 ms
+    fake = FakeClock()
+    result = client(server, backoff=0.001, sleep=fake.sleep, clock=fake.clock).chat(MESSAGES)
     assert result.attempts == 2 and server.count == 2
-    assert server.gaps()[0] >= 0.4
+    assert fake.sleeps == [0.4]  # the server's wait, not the ~1 ms backoff
 
 
 def test_retry_after_pauses_the_other_workers_too(server):
     server.script({"status": 429, "retry_after": "0.5"})
-    c = client(server, backoff=0.001, workers=2)
-    first = threading.Thread(target=c.chat, args=(MESSAGES,))
-    first.start()
-    while c._not_before == 0.0:  # until the 429 has been read
-        time.sleep(0.005)
-    c.chat(MESSAGES)  # a second worker, started during the pause
-    first.join()
-    later = [s.time for s in server.seen[1:]]
-    assert min(later) - server.seen[0].time >= 0.5
+    seen = []  # (requests the server had received, wait) at each sleep
+
+    def second_worker(seconds):
+        seen.append((server.count, seconds))
+        if len(seen) == 1:  # while the first worker waits, another one starts a request
+            c.chat(MESSAGES)
+
+    fake = FakeClock(during_sleep=second_worker)
+    c = client(server, backoff=0.001, workers=2, sleep=fake.sleep, clock=fake.clock)
+    c.chat(MESSAGES)
+    # the second worker waited the whole pause before sending anything
+    assert seen == [(1, 0.5), (1, 0.5)]
+    assert server.count == 3
 
 
 def test_retry_after_longer_than_max_wait_stops_with_a_clear_error(server):
@@ -149,8 +175,10 @@ def test_retry_after_parsing():
     assert api.parse_retry_after("2") == 2.0
     assert api.parse_retry_after("0.25") == 0.25
     assert api.parse_retry_after(None) is None and api.parse_retry_after("soon") is None
-    future = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 30))
-    assert 25 <= api.parse_retry_after(future) <= 31
+    now = 1_700_000_000.0
+    future = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(now + 30))
+    assert api.parse_retry_after(future, now=lambda: now) == 30.0
+    assert api.parse_retry_after(future, now=lambda: now + 60) == 0.0  # already passed
 
 
 def test_malformed_json_is_retried_then_reported(server):
@@ -187,7 +215,8 @@ def test_a_hanging_server_is_abandoned_after_the_timeout(server):
 
 def test_a_body_that_stops_coming_is_abandoned_after_the_timeout(server):
     server.script({"stall": True})
-    result = client(server, timeout=0.2, max_retries=1, backoff=0.01).chat(MESSAGES)
+    # the read timeout is real: long enough for the retry's answer on a busy machine
+    result = client(server, timeout=1.0, max_retries=1, backoff=0.01).chat(MESSAGES)
     assert result.attempts == 2 and server.count == 2
     assert server.in_flight >= 1  # the stalled answer is still held open
 
@@ -205,9 +234,12 @@ def test_a_200_without_choices_is_retried(server):
 
 def test_a_trickling_body_is_abandoned_after_the_timeout(server):
     # One byte every 50 ms keeps each socket read under the timeout; the whole body would take
-    # minutes. The per-request deadline must still end it.
+    # minutes. The per-request deadline must still end it: on the fake clock every reading
+    # moves time on by 1 s, so the 5 s deadline passes after a few bytes whatever the load.
     server.script({"trickle": 0.05})
-    result = client(server, timeout=0.3, max_retries=1, backoff=0.01).chat(MESSAGES)
+    fake = FakeClock(tick=1.0)
+    result = client(server, timeout=5.0, max_retries=1, backoff=0.01, sleep=fake.sleep,
+                    clock=fake.clock).chat(MESSAGES)
     assert result.attempts == 2 and server.count == 2
     assert not server.release.is_set()
 

@@ -13,7 +13,6 @@ import runpy
 import signal
 import subprocess
 import sys
-import time
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ import pytest
 from chat_server import ChatServer
 from relrl.cli import run_main
 from relrl.data import load_dataset, questions_fingerprint
+from waiting import LineWatcher
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -215,10 +215,15 @@ def test_ctrl_c_saves_the_answer_in_flight(run, dataset, tmp_path):
     run.server.script("ok", {"hang": True})
     proc = run.start(BENCH, "--models", "m", "--dataset", dataset, "--output-dir", out, *FAST)
     assert run.server.hanging.wait(60)
+    errors = LineWatcher(proc.stderr)
     proc.send_signal(signal.SIGINT)
-    time.sleep(0.2)  # let the interrupt land while the request is still held
+    # the interrupt has landed while the request is still held
+    assert errors.seen("answers in flight").wait(60), "no sign of the interrupt"
     run.server.release.set()  # the answer arrives after Ctrl-C
-    stdout, stderr = proc.communicate(timeout=60)
+    stdout = proc.stdout.read()
+    proc.wait(timeout=60)
+    errors.join()
+    stderr = errors.text()
     run.printed.append(stdout + stderr)
     assert proc.returncode == 130 and "saving the 1 answers in flight" in stderr
     progress = read_jsonl(out / "m.json.api.progress.jsonl")

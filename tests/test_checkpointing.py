@@ -1,7 +1,10 @@
 """Checkpoints: standard PEFT files, exact resume, atomic writes, folder ownership, signals."""
 import json
 import os
+import pickle
 import random
+import re
+import shutil
 import signal
 
 import numpy as np
@@ -149,3 +152,127 @@ def test_stop_flag_turns_sigterm_and_sigusr1_into_a_flag(capsys):
             assert stop.requested and stop.signal == name
     assert signal.getsignal(signal.SIGTERM) is before
     assert "will write a checkpoint" in capsys.readouterr().err
+
+
+def test_resume_without_a_path_picks_the_latest_checkpoint_by_step(tmp_path):
+    model, *_ = fresh()
+    fp = run_fingerprint({"seed": 0})
+    for step in (10, 2, 9):  # written out of order; "checkpoint-10" sorts before "-2" as text
+        save_checkpoint(tmp_path / f"checkpoint-{step}", model=model, state={"step": step},
+                        fingerprint=fp)
+    chosen = prepare_output_dir(tmp_path, fp, resume=True)
+    assert chosen.name == "checkpoint-10"
+    assert load_checkpoint(chosen, model=model)["step"] == 10
+    named = prepare_output_dir(tmp_path, fp, resume=str(tmp_path / "checkpoint-2"))
+    assert named.name == "checkpoint-2"  # a named checkpoint wins over the latest
+
+
+# -- edges found by mutation testing ------------------------------------------------------------
+def test_fingerprint_takes_paths_and_is_16_hex_digits(tmp_path):
+    fp = run_fingerprint({"dataset": tmp_path / "d.jsonl", "lr": 1e-5})
+    assert re.fullmatch(r"[0-9a-f]{16}", fp)
+    assert fp == run_fingerprint({"dataset": str(tmp_path / "d.jsonl"), "lr": 1e-5})
+
+
+def test_latest_of_three_checkpoints(tmp_path):
+    model, *_ = fresh()
+    for step in (1, 2, 3):
+        save_checkpoint(tmp_path / f"checkpoint-{step}", model=model, state={}, fingerprint="f")
+    assert latest_checkpoint(tmp_path).name == "checkpoint-3"
+
+
+def test_ownership_messages_and_overwrite_removes_best(tmp_path, capsys):
+    model, *_ = fresh()
+    fp = "f" * 16
+    assert prepare_output_dir(tmp_path, fp, resume=True) is None
+    captured = capsys.readouterr()
+    assert captured.err == f"no checkpoint in {tmp_path}: starting a new run\n"
+    assert captured.out == ""
+    with pytest.raises(UsageError, match=r"^--resume and --overwrite exclude each other$"):
+        prepare_output_dir(tmp_path, fp, resume=True, overwrite=True)
+    save_checkpoint(tmp_path / "checkpoint-3", model=model, state={}, fingerprint=fp)
+    assert prepare_output_dir(tmp_path, fp, resume=True).name == "checkpoint-3"
+    assert capsys.readouterr().err == ""  # the same settings: no warning
+    with pytest.raises(UsageError, match=r"pass --resume to continue or --overwrite to start "
+                                         r"again$"):
+        prepare_output_dir(tmp_path, fp)
+    save_checkpoint(tmp_path / "best", model=model, state={}, fingerprint=fp)
+    assert prepare_output_dir(tmp_path, fp, overwrite=True) is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unsupported_generator_is_named():
+    model, *_ = fresh()
+    with pytest.raises(TypeError, match=r"^generator 'dice': unsupported type int$"):
+        save_checkpoint("unused/checkpoint-1", model=model, state={}, fingerprint="f",
+                        generators={"dice": 6})
+
+
+def test_cuda_rng_states_are_saved_and_restored_only_with_cuda(tmp_path, monkeypatch):
+    model, *_ = fresh()
+    restored = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all",
+                        lambda: [torch.tensor([1, 2, 3], dtype=torch.uint8)])
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", lambda states: restored.append(states))
+    save_checkpoint(tmp_path / "checkpoint-1", model=model, state={}, fingerprint="f")
+    load_checkpoint(tmp_path / "checkpoint-1")
+    assert len(restored) == 1 and [s.tolist() for s in restored[0]] == [[1, 2, 3]]
+    assert restored[0][0].dtype == torch.uint8
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # resumed on a CPU
+    load_checkpoint(tmp_path / "checkpoint-1")
+    assert len(restored) == 1
+
+
+def test_save_creates_missing_parents_and_replaces_a_stale_temp_folder(tmp_path):
+    model, *_ = fresh()
+    target = tmp_path / "a" / "b" / "checkpoint-1"
+    stale = target.parent / f".tmp-checkpoint-1-{os.getpid()}"
+    stale.mkdir(parents=True)
+    (stale / "junk").write_text("from a crash")
+    save_checkpoint(target, model=model, state={"step": 1}, fingerprint="f")
+    assert sorted(p.name for p in target.parent.iterdir()) == ["checkpoint-1"]
+    # readable JSON, the fingerprint first
+    assert (target / "trainer_state.json").read_text() == \
+        '{\n "fingerprint": "f",\n "step": 1\n}\n'
+
+
+def test_a_failed_save_raises_its_own_error_even_when_the_temp_folder_is_gone(tmp_path):
+    class Vanishing:
+        def save_pretrained(self, path, **kwargs):
+            shutil.rmtree(path)
+            raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        save_checkpoint(tmp_path / "checkpoint-1", model=Vanishing(), state={}, fingerprint="f")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_adapter_of_another_shape_is_refused(tmp_path):
+    model, *_ = fresh()
+    save_checkpoint(tmp_path / "checkpoint-1", model=model, state={}, fingerprint="f")
+    torch.manual_seed(0)
+    wider = get_peft_model(Net(), LoraConfig(r=2, lora_alpha=2, target_modules=["proj", "out"]))
+    with pytest.raises(UsageError, match=r"adapter does not match the model \(\S*out\.lora_A\S* "
+                                         r"missing\)$"):
+        load_checkpoint(tmp_path / "checkpoint-1", model=wider)
+
+
+def test_optimizer_state_is_loaded_without_running_pickled_code(tmp_path):
+    model, opt, sched = fresh()
+    folder = save_checkpoint(tmp_path / "checkpoint-1", model=model, optimizer=opt,
+                             scheduler=sched, state={}, fingerprint="f")
+    for name in ("optimizer.pt", "scheduler.pt"):
+        good = (folder / name).read_bytes()
+        torch.save({"state": Net()}, folder / name)  # an arbitrary object, not plain data
+        with pytest.raises(pickle.UnpicklingError):
+            load_checkpoint(folder, optimizer=opt, scheduler=sched)
+        (folder / name).write_bytes(good)
+
+
+def test_stop_flag_can_be_reused_and_lets_errors_through():
+    flag = StopFlag()
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="boom"):
+            with flag:
+                raise RuntimeError("boom")

@@ -156,3 +156,91 @@ def test_stop_between_generation_calls_restores_the_state_for_an_exact_redraw():
     assert [(g.index, g.attempt, g.rewards) for g in again] == \
         [(g.index, g.attempt, g.rewards) for g in expected]
     assert ds.counters.to_dict() == reference.counters.to_dict()
+
+
+# -- edges found by mutation testing ------------------------------------------------------------
+def test_waste_kind_boundaries():
+    # a spread of exactly min_spread is still no signal
+    assert waste_kind([0.0, 0.5], [False, True], min_spread=0.5) == "same_partial"
+    # all correct with full reward is judged on the rewards' level, within min_spread
+    assert waste_kind([0.95, 0.88], [True, True], min_spread=0.1) == "all_correct"
+    assert waste_kind([0.5, 0.5], [True, True], min_spread=0.5) == "all_correct"
+
+
+def test_pass_rate_draws_are_distinct_questions():
+    for seed in range(10):
+        picks = QuestionSampler(5, seed=seed, pass_rate_aware=True).draw(5)
+        assert sorted(picks) == [0, 1, 2, 3, 4]
+
+
+def test_a_question_known_to_fail_keeps_the_floor_weight():
+    q = QuestionSampler(2, seed=0, pass_rate_aware=True, floor=0.2)
+    for _ in range(4):
+        q.record(0, 0, 4)  # 16 wrong answers: informative chance ~0.06
+    weights = q.weights()
+    unseen = 1 - 2 * 0.5 ** 4
+    assert weights[1] == pytest.approx(unseen)
+    assert weights[0] == pytest.approx(0.2 * unseen)  # the floor, relative to an unseen one
+
+
+def test_a_restored_sampler_continues_the_shuffled_pass():
+    first = QuestionSampler(10, seed=3)
+    first.draw(3)
+    state = json.loads(json.dumps(first.state_dict()))
+    second = QuestionSampler(10, seed=99)
+    second.load_state_dict(state)
+    assert second.draw(7) == first.draw(7)  # the rest of the same pass
+
+
+def test_defaults_and_a_bad_mode():
+    s = DynamicSampler(Scripted([]), QuestionSampler(3, seed=0))
+    assert (s.gen_batch, s.max_attempts_per_step, s.max_total_attempts) == (8, 10, 1000)
+    with pytest.raises(ValueError, match="mode must be 'step' or 'batch', got 'greedy'"):
+        DynamicSampler(Scripted([]), QuestionSampler(3, seed=0), mode="greedy")
+
+
+def test_full_reward_and_the_waste_callback():
+    wasted = []
+    s = sampler([S, I1], full_reward=0.5, on_waste=lambda g, kind: wasted.append((g.index, kind)))
+    kept = s.collect(1)
+    assert [g.rewards for g in kept] == [I1]
+    assert len(wasted) == 1 and wasted[0][1] == "all_correct"  # 0.5 is full reward here
+    assert s.counters.all_correct == 1 and s.counters.same_partial == 0
+
+
+def test_step_cap_counts_every_draw_and_every_exhausted_step():
+    s = sampler([W] * 20, max_attempts_per_step=3)
+    assert s.collect(1) == []
+    assert (s.counters.total_attempts, s.counters.resample_events,
+            s.counters.exhausted_steps) == (3, 2, 1)
+    assert s.collect(2) == []
+    assert (s.counters.total_attempts, s.counters.exhausted_steps) == (9, 3)
+
+
+def test_batch_mode_stops_at_the_total_cap_without_counting_rounds():
+    s = sampler([W] * 8, mode="batch", gen_batch=4, max_total_attempts=4)
+    assert s.collect(2) == []
+    assert (s.counters.total_attempts, s.counters.resample_events,
+            s.counters.exhausted_steps) == (4, 0, 0)
+
+
+def test_batch_mode_rounds_draw_for_what_is_still_missing_and_count_exhaustion():
+    script = Scripted([I1, W, W, W] + [W] * 3)
+    s = DynamicSampler(script, QuestionSampler(10, seed=0), mode="batch", gen_batch=8,
+                       max_attempts_per_step=2)
+    kept = s.collect(2)
+    # round 0: 2 wanted at a prior rate of 1/2 -> 4 questions; round 1: 1 wanted at 2/6 -> 3
+    assert [len(indices) for indices, _ in script.calls] == [4, 3]
+    assert len(kept) == 1 and s.counters.resample_events == 1
+    assert s.counters.exhausted_steps == 1
+    s.rollout = Scripted([W] * 16)
+    s.collect(1)
+    assert s.counters.exhausted_steps == 2 and s.counters.resample_events == 2
+
+
+def test_batch_mode_draws_one_question_a_round_when_gen_batch_is_one():
+    script = Scripted([W, W, I1])
+    s = DynamicSampler(script, QuestionSampler(10, seed=0), mode="batch", gen_batch=1)
+    assert len(s.collect(1)) == 1
+    assert [len(indices) for indices, _ in script.calls] == [1, 1, 1]
+    assert s.counters.resample_events == 2

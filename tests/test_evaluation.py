@@ -4,7 +4,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -13,6 +12,7 @@ from relrl import evaluation as ev
 from relrl.cli import UsageError
 from relrl.data import DatasetError, load_dataset, questions_fingerprint
 from relrl.stats import mcnemar
+from waiting import wait_until
 
 FAST = ["--model", "tiny-random", "--max-new-tokens", "8"]
 
@@ -217,11 +217,14 @@ def test_a_killed_evaluation_resumes_to_the_same_json(tmp_path, adapter, capsys)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
-        while proc.poll() is None and (not progress.exists() or
-                                       len(progress.read_bytes().splitlines()) < 4):
-            time.sleep(0.002)
+        wait_until(lambda: proc.poll() is not None or (
+            progress.exists() and len(progress.read_bytes().splitlines()) >= 4),
+            timeout=600, what="the evaluation's progress file reaching 3 answers")
+        assert proc.poll() is None, "the evaluation finished before it could be killed"
         os.kill(proc.pid, signal.SIGKILL)
     finally:
+        if proc.poll() is None:
+            proc.kill()
         proc.wait()
     done_before = len(progress.read_bytes().splitlines()) - 1
     assert proc.returncode == -signal.SIGKILL and 3 <= done_before < 30

@@ -4,7 +4,8 @@ import math
 import pytest
 import torch
 
-from relrl.grpo_loss import LossConfig, group_advantages, overlong_penalty, policy_loss
+from relrl.grpo_loss import (LossConfig, batch_counts, group_advantages, overlong_penalty,
+                             policy_loss)
 
 MASK = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
 ADV = torch.tensor([1.0, -0.5])
@@ -70,6 +71,7 @@ def test_high_clip_stops_positive_advantage_above_1_plus_clip_high():
     terms, grad = one_token(1.5, 1.0)
     assert terms.loss.item() == pytest.approx(-1.28) and grad == 0.0
     assert terms.row_clip_high.tolist() == [1.0] and terms.row_clip_low.tolist() == [0.0]
+    assert terms.clip_frac == 1.0  # one token of one
     terms, grad = one_token(1.1, 1.0)  # inside the range: d(-ratio)/dlogp = -ratio
     assert terms.loss.item() == pytest.approx(-1.1) and grad == pytest.approx(-1.1)
     assert terms.clip_frac == 0.0
@@ -149,8 +151,93 @@ def test_fully_masked_batch_has_zero_loss_and_gradient():
     assert terms.loss.item() == 0.0 and torch.count_nonzero(logp.grad) == 0
 
 
-@pytest.mark.parametrize("kwargs", [{"clip_low": -0.1}, {"clip_high": -0.2}, {"beta": -1.0},
-                                    {"aggregation": "mean"}])
-def test_bad_config_is_refused(kwargs):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize("kwargs, message", [
+    ({"clip_low": -0.1}, r"clip_low must be in \[0, 1\), got -0.1"),
+    ({"clip_low": 1.0}, r"clip_low must be in \[0, 1\), got 1.0"),
+    ({"clip_high": -0.2}, "clip_high must be >= 0, got -0.2"),
+    ({"beta": -1.0}, "beta must be >= 0, got -1.0"),
+    ({"aggregation": "mean"}, "aggregation must be one of .*got 'mean'"),
+    ({"constant": 0.0}, "constant must be > 0, got 0.0"),
+])
+def test_bad_config_is_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
         LossConfig(**kwargs)
+
+
+def test_boundary_configs_are_allowed():
+    assert LossConfig(clip_low=0.0, clip_high=0.0, beta=0.0, constant=0.5).clip_low == 0.0
+
+
+# -- edges the hand-worked cases above miss (found by mutation testing) ------------------------
+def test_fully_masked_rows_are_not_sequences():
+    assert batch_counts(torch.tensor([[1.0, 1.0], [0.0, 0.0], [1.0, 0.0]])) == (3, 2)
+    logp = torch.tensor([[-1.0, -2.0], [-0.5, -0.5]])
+    old = logp - 0.1
+    cfg = LossConfig(aggregation="seq_mean_token_mean")
+    with_empty = policy_loss(logp, old, torch.tensor([1.0, 1.0]),
+                             torch.tensor([[1.0, 1.0], [0.0, 0.0]]), cfg)
+    alone = policy_loss(logp[:1], old[:1], torch.tensor([1.0]), torch.ones(1, 2), cfg)
+    assert with_empty.loss.item() == pytest.approx(alone.loss.item())
+
+
+def test_one_sequence_of_one_token_is_its_own_mean():
+    logp = torch.tensor([[math.log(1.1), -5.0, -5.0]])
+    for aggregation in ("token_mean", "seq_mean_token_mean"):
+        terms = policy_loss(logp, torch.zeros(1, 3), torch.tensor([1.0]),
+                            torch.tensor([[1.0, 0.0, 0.0]]), LossConfig(aggregation=aggregation))
+        assert terms.loss.item() == pytest.approx(-1.1)
+
+
+def test_clip_counts_need_the_advantage_sign_and_a_ratio_beyond_the_range():
+    for ratio, advantage in ((1.5, 0.0), (0.5, 0.0), (0.5, 0.5), (1.5, -0.5)):
+        terms, _ = one_token(ratio, advantage)
+        assert terms.row_clip_low.tolist() == [0.0] and terms.row_clip_high.tolist() == [0.0]
+    zero_range = LossConfig(clip_low=0.0, clip_high=0.0)
+    for advantage in (1.0, -1.0):  # ratio exactly 1: both surrogates agree, nothing is clipped
+        terms, _ = one_token(1.0, advantage, zero_range)
+        assert terms.clip_frac == 0.0
+
+
+def test_row_kl_is_each_rows_masked_sum():
+    logp = torch.zeros(2, 2)
+    ref = torch.full((2, 2), math.log(2.0))
+    k3 = 1.0 - math.log(2.0)
+    terms = policy_loss(logp, logp, torch.zeros(2), torch.tensor([[1.0, 1.0], [1.0, 0.0]]),
+                        LossConfig(), ref_logp=ref)
+    assert terms.row_kl.tolist() == pytest.approx([2 * k3, k3])
+
+
+def test_beta_zero_ignores_even_an_overflowing_reference():
+    logp = leaf([[-1.0, -1.0]])
+    ref = torch.full((1, 2), 1000.0)  # k3 = exp(1001) - ... overflows to inf
+    terms = policy_loss(logp, logp.detach(), torch.tensor([1.0]), torch.ones(1, 2),
+                        LossConfig(beta=0.0), ref_logp=ref)
+    terms.loss.backward()
+    assert terms.loss.item() == pytest.approx(-1.0) and torch.isfinite(logp.grad).all()
+
+
+def test_dtypes_follow_the_policy_whatever_the_mask_and_advantages():
+    logp = torch.zeros(1, 2)
+    terms = policy_loss(logp, logp, torch.tensor([1.0], dtype=torch.float64),
+                        torch.tensor([[1, 0]]), LossConfig())
+    # the trainer adds row_tokens into float accumulators: an integer count would not fit
+    assert terms.loss.dtype == terms.row_tokens.dtype == torch.float32
+    assert terms.row_tokens.tolist() == [1.0]
+
+
+def test_group_advantages_default_eps_pairs_and_integer_rewards():
+    adv = group_advantages([[1, 0, 0, 0]])  # python ints, as a reward function may return
+    assert adv.dtype == torch.float32
+    assert adv[0].tolist() == pytest.approx([0.75 / (0.5 + 1e-4), -0.25 / (0.5 + 1e-4),
+                                             -0.25 / (0.5 + 1e-4), -0.25 / (0.5 + 1e-4)])
+    pair = group_advantages(torch.tensor([[1.0, 0.0]], dtype=torch.float64), eps=0.0)
+    assert pair.dtype == torch.float32  # G = 2 is the smallest group
+    assert pair[0].tolist() == pytest.approx([2 ** -0.5, -(2 ** -0.5)])
+    with pytest.raises(ValueError, match="advantage mode must be one of .*got 'median'"):
+        group_advantages(torch.tensor([[1.0, 0.0]]), "median")
+
+
+def test_overlong_penalty_off_with_no_buffer_and_full_with_a_one_token_buffer():
+    assert overlong_penalty(120, 100, 0) == 0.0  # buffer 0: the penalty is off at any length
+    assert overlong_penalty(100, 100, 1) == -1.0
+    assert overlong_penalty(99, 100, 1) == 0.0

@@ -5,7 +5,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ import torch
 from relrl.cli import UsageError
 from relrl.grpo_trainer import GRPOConfig, GRPOTrainer, main, warmup_cosine
 from relrl.modeling import attach_lora, load_model
+from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = [{"id": f"q{i}", "question": f"What is {i} plus {i + 1}?", "answer": str(2 * i + 1)}
@@ -119,11 +119,16 @@ def test_grad_accum_groups_per_update_and_batch_mode(tmp_path):
     assert stats["surplus_groups"] == stats["total_attempts"] - 4 - stats["wasted_steps"]
 
 
-def test_micro_batches_change_memory_not_the_update(tmp_path):
-    grads = []  # the batch gradient (compared before Adam, which would magnify rounding)
+@pytest.mark.parametrize("aggregation", ["token_mean", "seq_mean_token_mean", "seq_sum_constant"])
+def test_micro_batches_are_normalised_by_the_whole_batch(tmp_path, aggregation):
+    """Splitting the batch changes memory, not the update: each micro-batch's loss is divided
+    by the batch's token and sequence counts. Compared before clipping (a huge max_grad_norm),
+    which would otherwise rescale a wrongly normalised gradient back to the same norm, and
+    before Adam, which would magnify rounding."""
+    grads = []
     for size in (1, 8):
         t = trainer(tmp_path / str(size), grad_accum=2, train_micro_batch=size, beta=0.1,
-                    max_useful_steps=2, aggregation="seq_mean_token_mean")
+                    max_useful_steps=2, aggregation=aggregation, max_grad_norm=1e9)
         seen = []
         t.optimizer.register_step_pre_hook(
             lambda *_: seen.append([p.grad.clone() for p in t.params]))
@@ -204,6 +209,77 @@ def test_validation_keeps_the_best_adapter_and_patience_stops(tmp_path):
         assert sum(v["step"] > best["step"] for v in history) == 2
 
 
+def test_best_adapter_is_the_most_accurate_validation_not_the_first_or_last(tmp_path):
+    """Validation accuracy that rises, falls and ties: best/ holds the step with the highest
+    accuracy (the earliest of equals), and patience counts validations since that step."""
+    from safetensors.torch import load_file
+
+    model, tokenizer = tiny_policy()
+    cfg = config(tmp_path, max_useful_steps=20, val_every=2, save_every=2, patience=2)
+    t = GRPOTrainer(cfg, model, tokenizer, ROWS, ROWS[:2], reward_fn=letters)
+    accuracies = iter([0.25, 0.75, 0.5, 0.75, 1.0, 1.0])
+    t.validate = lambda: next(accuracies)
+    stats = t.run()
+    assert [v["accuracy"] for v in stats["val_history"]] == [0.25, 0.75, 0.5, 0.75]
+    assert [v["step"] for v in stats["val_history"]] == [2, 4, 6, 8]
+    assert stats["best_step"] == 4 and stats["best_val_accuracy"] == 0.75
+    assert stats["stopped_by"] == "early_stopping" and stats["useful_steps"] == 8
+    assert json.loads((tmp_path / "best/trainer_state.json").read_text())["step"] == 4
+    best = load_file(str(tmp_path / "best/adapter_model.safetensors"))
+    at_4 = load_file(str(tmp_path / "checkpoint-4/adapter_model.safetensors"))
+    at_8 = load_file(str(tmp_path / "checkpoint-8/adapter_model.safetensors"))
+    assert best.keys() == at_4.keys() and all(torch.equal(best[k], at_4[k]) for k in best)
+    assert not all(torch.equal(best[k], at_8[k]) for k in best)  # training moved the weights
+
+
+def test_overlong_penalty_is_added_to_the_rollout_rewards(tmp_path):
+    t = trainer(tmp_path, reward=lambda text, row: (0.5, False), overlong_buffer=4,
+                max_new_tokens=8)
+    groups = t.rollout([0, 1, 2], first_attempt=0)
+    penalties = [t.length_penalty(c) for g in groups for c in g.payload]
+    assert min(penalties) < 0  # tiny-random rambles into the last 4 tokens
+    assert [r for g in groups for r in g.rewards] == [0.5 + p for p in penalties]
+    plain = trainer(tmp_path / "off", reward=lambda text, row: (0.5, False), max_new_tokens=8)
+    assert all(g.rewards == [0.5] * 4 for g in plain.rollout([0, 1, 2], first_attempt=0))
+
+
+@pytest.mark.parametrize("variant", ["exp7", "exp10"])
+def test_loss_and_advantage_flags_reach_the_trainer(tmp_path, monkeypatch, variant):
+    """--aggregation, --advantage, --clip-low/--clip-high and --num-iterations from the command
+    line end up in the config, in the loss each micro-batch uses and in the update count."""
+    from relrl import grpo_trainer
+    from relrl.dynamic_sampling import Group
+    from relrl.grpo_loss import LossConfig
+
+    argv = ["--model", "tiny-random", "--dataset", "d.jsonl", "--output-dir", str(tmp_path),
+            "--max-new-tokens", "8", "--aggregation", "seq_sum_constant",
+            "--advantage", "mean_only", "--clip-low", "0.15", "--clip-high", "0.35",
+            "--num-iterations", "3", "--beta", "0.0"]
+    args = grpo_trainer.build_parser(variant).parse_args(argv)
+    cfg = grpo_trainer.config_from_args(args, variant)
+    assert (cfg.aggregation, cfg.advantage, cfg.clip_low, cfg.clip_high, cfg.num_iterations) \
+        == ("seq_sum_constant", "mean_only", 0.15, 0.35, 3)
+    defaults = grpo_trainer.config_from_args(
+        grpo_trainer.build_parser(variant).parse_args(argv[:8]), variant)
+    assert (defaults.aggregation, defaults.advantage, defaults.num_iterations) == \
+        ("token_mean", "group_norm", 1)
+
+    model, tokenizer = tiny_policy()
+    t = GRPOTrainer(cfg, model, tokenizer, ROWS, reward_fn=letters)
+    used = []
+    real = grpo_trainer.policy_loss
+    monkeypatch.setattr(grpo_trainer, "policy_loss",
+                        lambda *a, **kw: used.append(a[4]) or real(*a, **kw))
+    group = t.rollout([0], first_attempt=0)[0]
+    metrics = t.update([Group(0, 0, [0.0, 1.0, 1.0, 1.0], [False, True, True, True],
+                              group.payload)])
+    assert metrics[0]["advantages"] == pytest.approx([-0.75, 0.25, 0.25, 0.25])  # r - mean
+    assert t.updates == 3 and len(used) == 3
+    expected = LossConfig(clip_low=0.15, clip_high=0.35, beta=0.0,
+                          aggregation="seq_sum_constant", constant=8)
+    assert all(c == expected for c in used)
+
+
 # ---------------------------------------------------------------------- the two scripts
 def write_rows(path, rows):
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -267,8 +343,9 @@ def test_exp7_script_sigterm_resume_and_evaluation(tmp_path, sft_adapter, capsys
     proc = subprocess.Popen([sys.executable, str(ROOT / "training/grpo_exp7_dynamic.py"),
                              *map(str, args), "--output-dir", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-    while not (out / "checkpoint-2").exists() and proc.poll() is None:
-        time.sleep(0.05)
+    wait_until(lambda: (out / "checkpoint-2").exists() or proc.poll() is not None,
+               timeout=600, what="exp7 writing checkpoint-2")
+    assert proc.poll() is None, "exp7 finished before it could be stopped"
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, stderr[-2000:]

@@ -400,3 +400,31 @@ def test_a_minute_of_sft_raises_tiny_accuracy_on_its_families(tmp_path):
     assert len(train_ids) == 300
     assert pair["delta"] >= 0.08, pair["delta"]
     assert pair["mcnemar_p"] < 0.01
+
+
+def test_qwen25_script_runs_end_to_end_with_the_kfold_trainer_and_folds(fold_run, tmp_path):
+    """training/sft_train_qwen25.py as a user runs it, small: the same trainer and the same
+    folds as sft_qwen3_kfold.py for the same arguments, with its own default model and folder."""
+    script = ROOT / "training" / "sft_train_qwen25.py"
+    usage = subprocess.run([sys.executable, str(script), "--help"], capture_output=True,
+                           text=True, timeout=600, cwd=ROOT)
+    assert usage.returncode == 0
+    assert "Qwen/Qwen2.5-7B-Instruct" in usage.stdout and "outputs/sft_qwen25" in usage.stdout
+    run = tmp_path / "qwen25"
+    proc = subprocess.run([sys.executable, str(script), *FOLD_ARGS, "--dataset",
+                           str(fold_run / "train.jsonl"), "--output-dir", str(run)],
+                          capture_output=True, text=True, timeout=900, cwd=ROOT,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads((run / "cv_summary.json").read_text())
+    assert summary["complete"] and summary["folds_done"] == 2 and summary["pooled"]["n"] == 12
+    kfold = fold_run / "run"
+    for k in range(2):
+        mine = json.loads((run / f"fold_{k}" / "evaluation.json").read_text())
+        theirs = json.loads((kfold / f"fold_{k}" / "evaluation.json").read_text())
+        assert [r["id"] for r in mine["finetuned"]["results"]] == \
+            [r["id"] for r in theirs["finetuned"]["results"]]
+        weights = load_file(str(run / "adapters" / f"fold_{k}" / "adapter_model.safetensors"))
+        reference = load_file(str(kfold / "adapters" / f"fold_{k}" / "adapter_model.safetensors"))
+        assert weights.keys() == reference.keys()
+        assert all(torch.equal(weights[n], reference[n]) for n in weights)

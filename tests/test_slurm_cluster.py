@@ -2,7 +2,9 @@
 
 Jobs are submitted as a user would, overriding only --gres=none and --partition; the site
 settings point at this repository's Python and the built-in tiny model. Skipped when sbatch is
-absent. RELRL_SLURM_PARTITION names the partition (default "local", the CI cluster's).
+absent or no partition answers, unless RELRL_CI_SLURM is set (.ci/run tried to start a cluster):
+then they fail, so a cluster that did not come up cannot give a green run. RELRL_SLURM_PARTITION names
+the partition (default "local", the CI cluster's).
 """
 import json
 import os
@@ -15,6 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from slurm_gate import ci_started_a_cluster, cluster_unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 SLURM = ROOT / "slurm"
@@ -29,17 +33,22 @@ SCREEN_ARGS = "--max-new-tokens 128"
 pytestmark = [
     pytest.mark.slurm,
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("sbatch") is None, reason="sbatch is absent"),
+    pytest.mark.skipif(shutil.which("sbatch") is None and not ci_started_a_cluster(),
+                       reason="sbatch is absent"),
 ]
 
 
 def slurm_ready() -> str | None:
     """Why the cluster cannot take jobs, or None when it can."""
+    if shutil.which("sbatch") is None:
+        return "sbatch is absent"
     try:
         state = subprocess.run(["sinfo", "-h", "-p", PARTITION, "-o", "%a %t"], text=True,
                                capture_output=True, timeout=30)
     except subprocess.TimeoutExpired:
         return "sinfo timed out"
+    except OSError as exc:  # sbatch without sinfo
+        return f"sinfo cannot run ({exc})"
     if state.returncode != 0 or not state.stdout.strip():
         why = (state.stderr.strip().splitlines() or ["no output"])[-1]
         return f"no SLURM partition {PARTITION!r} answers ({why})"
@@ -50,7 +59,7 @@ def slurm_ready() -> str | None:
 def work(tmp_path_factory):
     reason = slurm_ready()
     if reason:
-        pytest.skip(reason)
+        cluster_unavailable(reason)
     # Build the tiny model once here, not in several array tasks at the same time.
     python("-c", f"from relrl.modeling import load_model; load_model({MODEL!r})")
     return tmp_path_factory.mktemp("slurm")

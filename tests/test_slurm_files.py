@@ -364,3 +364,38 @@ def test_step_failure_without_a_signal_fails_the_job(tmp_path):
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 3
     assert "requeueing" not in result.stdout
+
+
+# ------------------------------------------------------------------ a CI cluster that is down
+@pytest.mark.parametrize("sbatch", [False, True], ids=["no-sbatch", "sinfo-fails"])
+def test_slurm_tests_fail_in_ci_when_the_cluster_is_down_and_skip_elsewhere(tmp_path, sbatch):
+    """RELRL_CI_SLURM set (.ci/run tried to start a cluster: 1 it did, 0 it could not): a
+    cluster that does not answer fails the SLURM tests; without it they skip, as on a laptop."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    if sbatch:  # installed, but no partition answers
+        for name in ("sbatch", "sinfo"):
+            (bin_dir / name).write_text("#!/bin/sh\necho 'slurm_load_partitions: down' >&2\n"
+                                        "exit 1\n")
+            (bin_dir / name).chmod(0o755)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+           str(ROOT / "tests" / "test_slurm_cluster.py")]
+    outcomes = {}
+    for ci in ("1", "0", None):
+        env = clean_env(PATH=str(bin_dir))
+        env.pop("RELRL_CI_SLURM", None)
+        if ci:
+            env["RELRL_CI_SLURM"] = ci
+        outcomes[ci] = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True,
+                                      timeout=300)
+    reason = "slurm_load_partitions: down" if sbatch else "sbatch is absent"
+    for ci, message in (("1", "RELRL_CI_SLURM=1 but the SLURM cluster is unusable"),
+                        ("0", "RELRL_CI_SLURM=0: .ci/run could not start the SLURM cluster")):
+        failed = outcomes[ci]
+        assert failed.returncode == 1, failed.stdout[-2000:]
+        assert message in failed.stdout and reason in failed.stdout
+        assert " passed" not in failed.stdout and " skipped" not in failed.stdout
+    skipped = outcomes[None]
+    assert skipped.returncode == 0, skipped.stdout[-2000:]
+    assert re.search(r"\b3 skipped\b", skipped.stdout) and " failed" not in skipped.stdout
+    assert reason in skipped.stdout

@@ -1,0 +1,123 @@
+"""Mutation testing of the core modules with mutmut 3 (`make mutants`; not part of `make test`).
+
+Each module is mutated in its own scratch copy (.mutants/<module>/) and its mutants run only
+against that module's fast test files, on one process (the machine is shared). Prints killed /
+survived / equivalent and the score per module; mutants judged equivalent (no test can tell
+them from the original) are listed with a reason in tests/mutation/equivalent.md and leave the
+score's denominator.
+
+    python tests/mutation/run_mutants.py                 # every module below
+    python tests/mutation/run_mutants.py grpo_loss stats # some
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+WORK = ROOT / ".mutants"
+EQUIVALENT = Path(__file__).with_name("equivalent.md")
+# module -> its fast test files. relrl/sampling.py is left out: it is being replaced by
+# relrl/engines/, whose tests should take its place here.
+MODULES = {
+    "grpo_loss": ["tests/test_grpo_loss.py"],
+    "dynamic_sampling": ["tests/test_dynamic_sampling.py"],
+    "checkpointing": ["tests/test_checkpointing.py"],
+    "grading": ["tests/test_grading.py", "tests/test_grading_properties.py"],
+    "stats": ["tests/test_stats.py"],
+    "logprobs": ["tests/test_logprobs.py"],
+}
+COPIED = ("relrl", "tests", "benchmarks")  # what the tests import
+SETUP_CFG = """[mutmut]
+source_paths = relrl
+only_mutate = relrl/{module}.py
+also_copy =
+    pytest.ini
+    benchmarks
+pytest_add_cli_args_test_selection =
+{tests}
+pytest_add_cli_args =
+    -p
+    no:cacheprovider
+    -x
+    -q
+"""
+
+
+def equivalent_names(module: str) -> set[str]:
+    """Mutant names listed as `- relrl.<module>.x_...: reason` in equivalent.md."""
+    if not EQUIVALENT.is_file():
+        return set()
+    pattern = re.compile(rf"^- `?(relrl\.{module}\.[\w.]+__mutmut_\d+)`?", re.M)
+    return set(pattern.findall(EQUIVALENT.read_text(encoding="utf-8")))
+
+
+def prepare(module: str) -> Path:
+    folder = WORK / module
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in COPIED:
+        target = folder / name
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(ROOT / name, target, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pytest.ini", folder / "pytest.ini")
+    tests = "\n".join(f"    {t}" for t in MODULES[module])
+    (folder / "setup.cfg").write_text(SETUP_CFG.format(module=module, tests=tests))
+    return folder
+
+
+def statuses(folder: Path) -> dict[str, str]:
+    out = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"],
+                         cwd=folder, capture_output=True, text=True, check=True).stdout
+    found = {}
+    for line in out.splitlines():
+        name, _, status = line.strip().rpartition(": ")
+        if name:
+            found[name] = status
+    return found
+
+
+def run(module: str) -> dict:
+    folder = prepare(module)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    env.setdefault("RELRL_CACHE", str(ROOT / ".cache" / "relrl"))
+    subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", "1"],
+                   cwd=folder, env=env, check=True)
+    found = statuses(folder)
+    equivalent = equivalent_names(module) & {n for n, s in found.items() if s == "survived"}
+    survived = sorted(n for n, s in found.items() if s == "survived" and n not in equivalent)
+    killed = sum(s in ("killed", "timeout") for s in found.values())
+    other = sorted(f"{n}: {s}" for n, s in found.items()
+                   if s not in ("killed", "timeout", "survived"))
+    judged = killed + len(survived)
+    return {"module": module, "killed": killed, "survived": len(survived),
+            "equivalent": len(equivalent), "other": other, "survivors": survived,
+            "score": killed / judged if judged else 1.0}
+
+
+def main(argv: list[str]) -> int:
+    modules = argv or list(MODULES)
+    unknown = [m for m in modules if m not in MODULES]
+    if unknown:
+        print(f"unknown module {unknown[0]!r}; choose from {', '.join(MODULES)}", file=sys.stderr)
+        return 2
+    rows = [run(m) for m in modules]
+    print(f"\n{'module':18} {'killed':>7} {'survived':>9} {'equivalent':>11} {'score':>7}")
+    for r in rows:
+        print(f"{r['module']:18} {r['killed']:7} {r['survived']:9} {r['equivalent']:11} "
+              f"{r['score']:7.1%}")
+        for name in r["survivors"]:
+            print(f"    survived: {name}  (python -m mutmut show {name}, in .mutants/{r['module']})")
+        for line in r["other"]:
+            print(f"    not judged: {line}")
+    (WORK / "summary.json").write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
