@@ -2,7 +2,7 @@
 tokens, wherever they sit in the vocabulary."""
 import torch
 
-from relrl.sampling import filter_top_p
+from relrl.engines.hf import filter_top_p
 
 
 def test_top_p_keeps_the_most_likely_tokens_when_logits_are_not_sorted():
