@@ -33,7 +33,8 @@ from tqdm import tqdm
 from relrl.checkpointing import StopFlag, load_checkpoint, save_checkpoint
 from relrl.cli import UsageError, load_in_4bit_flag
 from relrl.data import atomic_write_json, atomic_write_jsonl
-from relrl.dynamic_sampling import CollectionStopped, WASTE_KINDS, DynamicSampler, Group, QuestionSampler
+from relrl.dynamic_sampling import (SCHEMES, WASTE_KINDS, CollectionStopped, DynamicSampler, Group,
+                                    QuestionSampler)
 from relrl.grpo_loss import (ADVANTAGE_MODES, AGGREGATIONS, LossConfig, batch_counts,
                              group_advantages, overlong_penalty, policy_loss)
 
@@ -70,6 +71,7 @@ class GRPOConfig:
     max_resample: int = 10  # draws (step mode) or rounds (batch mode) before a step gives up
     max_total_attempts: int = 1000  # groups generated over the whole run
     pass_rate_sampler: bool = False
+    pass_rate_scheme: str = "plug-in"  # or "predictive" (relrl.dynamic_sampling.SCHEMES)
     # optimisation
     max_useful_steps: int = 200
     learning_rate: float = 1e-5
@@ -90,6 +92,7 @@ class GRPOConfig:
     # validation and checkpoints
     save_every: int = 20
     val_every: int = 20
+    val_samples: int = 1  # completions per validation question (accuracy over all of them)
     patience: int = 0  # stop after this many validations without a new best (0: never)
 
     def check(self) -> None:
@@ -119,7 +122,8 @@ class GRPOConfig:
         need(self.reward in ("grader", "digit-share"), "--reward", "grader or digit-share")
         for name in ("max_new_tokens", "gen_micro_batch", "gen_batch", "max_resample",
                      "max_total_attempts", "max_useful_steps", "grad_accum", "num_iterations",
-                     "train_micro_batch", "save_every", "val_every", "lora_r", "lora_alpha"):
+                     "train_micro_batch", "save_every", "val_every", "val_samples", "lora_r",
+                     "lora_alpha"):
             flag = "--max-total-steps" if name == "max_total_attempts" else \
                 "--" + name.replace("_", "-")
             need(getattr(self, name) >= 1, flag, f"must be >= 1, got {getattr(self, name)}")
@@ -131,6 +135,10 @@ class GRPOConfig:
         out = dataclasses.asdict(self)
         for key in ("output_dir", "max_total_attempts", "gen_micro_batch", "train_micro_batch"):
             out.pop(key)
+        # Added later: left out at their defaults, so runs from before still resume.
+        for key, default in (("pass_rate_scheme", "plug-in"), ("val_samples", 1)):
+            if out[key] == default:
+                out.pop(key)
         if self.sft_adapter:  # the warm-start adapter brings its own rank and alpha
             out.pop("lora_r"), out.pop("lora_alpha")
         return out
@@ -202,7 +210,8 @@ class GRPOTrainer:
             self.optimizer, warmup_cosine(total, cfg.warmup_ratio))
 
         self.questions = QuestionSampler(len(rows), cfg.seed, cfg.pass_rate_sampler,
-                                         group_size=cfg.num_generations)
+                                         group_size=cfg.num_generations,
+                                         scheme=cfg.pass_rate_scheme)
         if cfg.pass_rate_sampler:  # the screening pass counts are the first evidence
             for i, row in enumerate(rows):
                 if isinstance(row.get("base_score"), int):
@@ -323,16 +332,17 @@ class GRPOTrainer:
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> float:
-        """Accuracy on the validation rows: one sample each, seeded per question."""
+        """Accuracy over val_samples completions of each validation row, seeded per question."""
         from relrl.prompting import build_prompt
         from relrl.sampling import generate, question_seed
 
         prompts = [build_prompt(self.tokenizer, row["question"]) for row in self.val_rows]
         seeds = [question_seed(self.cfg.seed, str(row["id"])) for row in self.val_rows]
-        completions = generate(self.model, self.tokenizer, prompts, 1, seeds, self.sampling)
-        correct = sum(self.reward_fn(c[0].text, row)[1]
-                      for c, row in zip(completions, self.val_rows))
-        return correct / len(self.val_rows)
+        k = self.cfg.val_samples
+        completions = generate(self.model, self.tokenizer, prompts, k, seeds, self.sampling)
+        correct = sum(self.reward_fn(c.text, row)[1]
+                      for group, row in zip(completions, self.val_rows) for c in group)
+        return correct / (k * len(self.val_rows))
 
     # ------------------------------------------------------------------ bookkeeping
     @property
@@ -590,6 +600,9 @@ def build_parser(variant: str):
                    help="cap on groups generated, useful or not (env MAX_TOTAL_STEPS; 1000)")
     g.add_argument("--pass-rate-sampler", action="store_true",
                    help="prefer questions whose recent pass rate makes an informative group likely")
+    g.add_argument("--pass-rate-scheme", choices=SCHEMES, default=d.pass_rate_scheme,
+                   help="with --pass-rate-sampler: plug-in (v1, weighted draws) or predictive "
+                   "(v2, the likeliest informative; benchmarks/sampler_simulation.py)")
     g = p.add_argument_group("optimisation")
     g.add_argument("--max-useful-steps", type=positive_int("--max-useful-steps"),
                    default=env_default("MAX_USEFUL_STEPS", d.max_useful_steps, int),
@@ -623,6 +636,9 @@ def build_parser(variant: str):
                    help="checkpoint every N useful steps (20)")
     g.add_argument("--val-every", type=positive_int("--val-every"), default=d.val_every,
                    help="validate every N useful steps (20)")
+    g.add_argument("--val-samples", type=positive_int("--val-samples"), default=d.val_samples,
+                   help="completions per validation question (1); more steadies the choice of "
+                   "the best checkpoint")
     g.add_argument("--val-limit", type=positive_int("--val-limit"), default=None,
                    help="validate on the first N validation questions only")
     g.add_argument("--patience", type=int, default=d.patience,
@@ -660,7 +676,8 @@ def config_from_args(args, variant: str) -> GRPOConfig:
         gen_micro_batch=args.gen_micro_batch, tolerance=args.tolerance, reward=args.reward,
         sampling_mode=args.sampling_mode, gen_batch=args.gen_batch,
         max_resample=args.max_resample, max_total_attempts=args.max_total_steps,
-        pass_rate_sampler=args.pass_rate_sampler, max_useful_steps=args.max_useful_steps,
+        pass_rate_sampler=args.pass_rate_sampler, pass_rate_scheme=args.pass_rate_scheme,
+        max_useful_steps=args.max_useful_steps,
         learning_rate=args.learning_rate, weight_decay=args.weight_decay,
         warmup_ratio=args.warmup_ratio, grad_accum=args.grad_accum,
         max_grad_norm=args.max_grad_norm, num_iterations=args.num_iterations,
@@ -668,7 +685,7 @@ def config_from_args(args, variant: str) -> GRPOConfig:
         advantage=args.advantage, clip_low=args.clip_low, clip_high=args.clip_high,
         beta=args.beta, aggregation=args.aggregation, overlong_buffer=args.overlong_buffer,
         mask_truncated=args.mask_truncated, save_every=args.save_every,
-        val_every=args.val_every, patience=args.patience)
+        val_every=args.val_every, val_samples=args.val_samples, patience=args.patience)
     if not VARIANTS[variant]["warm_start"]:
         cfg.lora_r, cfg.lora_alpha = args.lora_r, args.lora_alpha
     return cfg
