@@ -65,9 +65,10 @@ def components(base: list[dict], ft: list[dict], between_share: float, keep=lamb
     return model, m, len(groups), len(chosen)
 
 
-def primary(results: Path, between_share: float) -> dict:
+def primary(results: Path, between_share: float, scale: float = 1.0) -> dict:
     base, ft = pairs(results / "eval" / "heldout" / "grpo_exp7_best.json")
     model, m, n_groups, n_q = components(base, ft, between_share)
+    n_groups, n_q = round(scale * n_groups), round(scale * n_q)
     rows = []
     for k in KS:
         sd = model.sd(m, k)
@@ -82,7 +83,7 @@ def primary(results: Path, between_share: float) -> dict:
             "variance_model": model.to_dict(), "rows": rows}
 
 
-def retention(results: Path, share_right: float, between_share: float,
+def retention(results: Path, share_right: float, between_share: float, scale: float = 1.0,
               alpha: float = 0.05) -> dict:
     """Minimum detectable drop on questions screened >= 2/4; the groups screened 4/4 (a share
     `share_right` of the set, not in the held-out mixed records) are assumed to vary alike."""
@@ -91,7 +92,7 @@ def retention(results: Path, share_right: float, between_share: float,
         base, ft = pairs(results / "eval" / "heldout" / f"{name}.json")
         model, m, n_groups, n_q = components(base, ft, between_share,
                                              keep=lambda r: r["base_score"] >= 2)
-        n_groups_all = round(n_groups / (1 - share_right))
+        n_groups_all = round(scale * n_groups / (1 - share_right))
         rows = []
         for k in KS:
             sd = model.sd(m, k)
@@ -136,6 +137,9 @@ def parse_args(argv=None):
                    "holdout has 106 questions at 2-3/4 and about 45 at 4/4)")
     p.add_argument("--between-share", type=float, default=0.5,
                    help="share of the one-sample variance that more samples do not shrink (0.5)")
+    p.add_argument("--master-rows", type=int, default=None,
+                   help="size the sets for a master set of this many rows (the run's groups "
+                   "scaled by rows / 1560, the demo's n_master), e.g. 2800 for the replication")
     p.add_argument("--json", default=None, help="also write the numbers to this file")
     return p.parse_args(argv)
 
@@ -149,8 +153,11 @@ def main(argv=None) -> int:
         raise UsageError(f"--retention-4of4: must be in [0, 1), got {args.retention_4of4}")
     if not 0 <= args.between_share <= 1:
         raise UsageError(f"--between-share: must be in [0, 1], got {args.between_share}")
-    p = primary(results, args.between_share)
-    r = retention(results, args.retention_4of4, args.between_share)
+    scale = 1.0 if args.master_rows is None else args.master_rows / 1560
+    if scale <= 0:
+        raise UsageError(f"--master-rows: must be > 0, got {args.master_rows}")
+    p = primary(results, args.between_share, scale)
+    r = retention(results, args.retention_4of4, args.between_share, scale)
     print(f"(share of the variance that more samples do not shrink: {args.between_share})")
     show(p, r)
     if args.json:

@@ -26,24 +26,28 @@ def fake_records(rng, n_groups, shift=0):
     return rows
 
 
+def write_fake_seed(folder, seed):
+    """A seed folder as demo.py writes it: pair files per set and model, GRPO statistics."""
+    rng = np.random.default_rng(seed)
+    for set_name in SETS:
+        base = fake_records(np.random.default_rng([seed, len(set_name)]), 5)
+        (folder / "eval" / set_name).mkdir(parents=True)
+        for k, model in enumerate(MODELS):
+            ft = [{**r, "pass_count": int(np.clip(r["pass_count"] + rng.integers(-1, 3 - k % 2), 0, 4))}
+                  for r in base]
+            (folder / "eval" / set_name / f"{rr.slug(model)}.json").write_text(json.dumps(
+                {"kind": "pair_result", "base": {"results": base}, "finetuned": {"results": ft}}))
+    for run in ("exp7", "exp7_passrate", "exp10"):
+        wasted, total = WASTE[seed].get(run, (10, 50))
+        (folder / f"grpo_{run}").mkdir()
+        (folder / f"grpo_{run}" / "statistics.json").write_text(json.dumps(
+            {"wasted_steps": wasted, "total_attempts": total, "best_step": 50 * seed}))
+
+
 @pytest.fixture
 def root(tmp_path):
-    rng = np.random.default_rng(0)
     for seed in SEEDS:
-        folder = tmp_path / f"seed-{seed}"
-        for set_name in SETS:
-            base = fake_records(np.random.default_rng([seed, len(set_name)]), 5)
-            (folder / "eval" / set_name).mkdir(parents=True)
-            for k, model in enumerate(MODELS):
-                ft = [{**r, "pass_count": int(np.clip(r["pass_count"] + rng.integers(-1, 3 - k % 2), 0, 4))}
-                      for r in base]
-                (folder / "eval" / set_name / f"{rr.slug(model)}.json").write_text(json.dumps(
-                    {"kind": "pair_result", "base": {"results": base}, "finetuned": {"results": ft}}))
-        for run in ("exp7", "exp7_passrate", "exp10"):
-            wasted, total = WASTE[seed].get(run, (10, 50))
-            (folder / f"grpo_{run}").mkdir()
-            (folder / f"grpo_{run}" / "statistics.json").write_text(json.dumps(
-                {"wasted_steps": wasted, "total_attempts": total, "best_step": 50 * seed}))
+        write_fake_seed(tmp_path / f"seed-{seed}", seed)
     return tmp_path
 
 
