@@ -11,7 +11,7 @@ is skipped, and every script resumes from its own progress files: a killed demo 
   python demo.py            # the full miniature (18 minutes on 2 cores with tiny cached)
   python demo.py --fast     # a 2-minute look; its numbers are labelled FAST
   python demo.py --seeds 2,3,4   # the replicated study (results/demo-replication/, about
-                                 # 40 minutes a seed on 2 cores), then its pooled report
+                                 # an estimated 50 minutes a seed on 2 cores), then its pooled report
 """
 import os
 import subprocess
