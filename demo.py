@@ -162,6 +162,9 @@ class Demo:
                                 [*load_dataset(screened / "mixed.jsonl"),
                                  *load_dataset(screened / "non_mixed.jsonl")],
                                 self.cfg["retention_min_score"])
+        if not rows:
+            raise SystemExit(f"[demo] retention: no holdout question was screened right "
+                             f"{self.cfg['retention_min_score']}+ times; the holdout is too small")
         atomic_write_jsonl(d / "retention.jsonl", rows)
         self.say(f"retention: {len(rows)} questions in {len({r['group'] for r in rows})} groups")
 
