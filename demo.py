@@ -10,6 +10,8 @@ is skipped, and every script resumes from its own progress files: a killed demo 
 
   python demo.py            # the full miniature (18 minutes on 2 cores with tiny cached)
   python demo.py --fast     # a 2-minute look; its numbers are labelled FAST
+  python demo.py --seeds 2,3,4   # the replicated study (results/demo-replication/, about
+                                 # an estimated 50 minutes a seed on 2 cores), then its pooled report
 """
 import os
 import subprocess
@@ -22,11 +24,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from relrl.cli import ArgumentParser, positive_int, run_main  # noqa: E402
-from relrl.data import atomic_write_json, load_dataset, read_json  # noqa: E402
+from relrl.cli import ArgumentParser, UsageError, positive_int, run_main  # noqa: E402
+from relrl.data import atomic_write_json, atomic_write_jsonl, load_dataset, read_json  # noqa: E402
 from relrl.evaluation import compare_models, with_records  # noqa: E402
 from relrl.demo_report import SET_TITLES, build_report, slug, splice_results_md  # noqa: E402
+from relrl import replication_report  # noqa: E402
 from relrl.engines import ENGINES, default_engine  # noqa: E402
+from relrl.retention import select_retention  # noqa: E402
 
 # Sizes and rates of the two versions. How they were chosen, and which test-set numbers had
 # been seen when they were, is in RESULTS.md ("How the miniature was sized and tuned").
@@ -40,6 +44,18 @@ CONFIGS = {
                  sft_epochs=1, sft_lr=2e-4, grpo_steps=8, grpo_val_every=4, grpo_lr=2e-3,
                  grpo_warm_lr=1e-3, grpo_grad_accum=4),
 }
+# The replicated study (`--seeds`): the full miniature with the changes its pre-registration
+# (results/demo-replication/PREREGISTRATION.md) fixes: a master set large enough for the
+# primary comparison's power (evaluation/power_analysis.py), K samples per question on the
+# held-out mixed-style and retention sets and in validation, evaluation seeds apart from the
+# screening seeds (sets chosen on screening samples are measured on fresh ones), the retention
+# set, and the predictive pass-rate sampler. "replication-fast" is its 3-minute smoke version.
+REPLICATION = dict(eval_samples=4, val_samples=4, eval_seed_offset=1000, retention_min_score=2,
+                   pass_rate_scheme="predictive")
+CONFIGS["replication"] = {**CONFIGS["full"], "n_master": 2800, **REPLICATION}
+CONFIGS["replication-fast"] = {**CONFIGS["fast"], **REPLICATION}
+K_SETS = ("heldout", "retention")  # the sets sampled eval_samples times per question
+RETENTION_TITLE = "Retention (held-out questions the base screened right at least half the time)"
 # Sequences per generate call: a tiny model on a CPU is bound by per-token overhead, so bigger
 # batches are faster; it never changes a result (per-question seeds).
 MICRO_BATCH = 64
@@ -55,8 +71,9 @@ def _shown(arg) -> str:
 
 class Demo:
     def __init__(self, fast: bool, seed: int, work: Path, out: Path, lanes: int,
-                 engine: str = "hf"):
-        self.cfg = CONFIGS["fast" if fast else "full"]
+                 config: str | None = None, engine: str = "hf"):
+        self.config = config or ("fast" if fast else "full")
+        self.cfg = CONFIGS[self.config]
         self.engine = ["--rollout-engine", engine]  # every sampling stage
         self.fast, self.seed, self.work, self.out = fast, seed, work, out
         self.timings: list[tuple[str, float]] = []
@@ -138,6 +155,21 @@ class Demo:
             merges.append((f"{name}_merge", [*args, "--merge"], out / "mixed.jsonl"))
         self.run_side_by_side(shards)
         self.run_side_by_side(merges)
+        if self.cfg.get("retention_min_score") is not None:
+            self.retention_set()
+
+    def retention_set(self) -> None:
+        """data/retention.jsonl: holdout questions the base screened right often (relrl.retention)."""
+        d, screened = self.work / "data", self.work / "screen_holdout"
+        rows = select_retention(load_dataset(d / "holdout.jsonl"),
+                                [*load_dataset(screened / "mixed.jsonl"),
+                                 *load_dataset(screened / "non_mixed.jsonl")],
+                                self.cfg["retention_min_score"])
+        if not rows:
+            raise SystemExit(f"[demo] retention: no holdout question was screened right "
+                             f"{self.cfg['retention_min_score']}+ times; the holdout is too small")
+        atomic_write_jsonl(d / "retention.jsonl", rows)
+        self.say(f"retention: {len(rows)} questions in {len({r['group'] for r in rows})} groups")
 
     @property
     def sft_adapter(self) -> Path:
@@ -155,7 +187,7 @@ class Demo:
                   "--val-dataset", self.work / "data" / "val.jsonl", "--seed", self.seed,
                   "--max-useful-steps", c["grpo_steps"], "--val-every", c["grpo_val_every"],
                   "--save-every", c["grpo_val_every"], "--max-new-tokens", c["max_new_tokens"],
-                  "--grad-accum", c["grpo_grad_accum"],
+                  "--grad-accum", c["grpo_grad_accum"], *self.replication_train_args(),
                   # DAPO-style batches: 16 questions x G=4 per generation call fill the CPU.
                   "--sampling-mode", "batch", "--gen-batch", 16, "--gen-micro-batch", MICRO_BATCH,
                   *self.engine]
@@ -171,10 +203,24 @@ class Demo:
         self.run(*sft)
         runs = [grpo("exp7", "training/grpo_exp7_dynamic.py", *warm),
                 grpo("exp7_passrate", "training/grpo_exp7_dynamic.py", *warm,
-                     "--pass-rate-sampler"),
+                     "--pass-rate-sampler", *self.scheme_args()),
                 grpo("exp10", "training/grpo_exp10_nosft.py", "--learning-rate", c["grpo_lr"])]
         # Three runs of one length: all at once ends sooner than two and then one.
         self.run_side_by_side(runs, lanes=len(runs) if self.lanes > 1 else 1)
+
+    def replication_train_args(self) -> list:
+        k = self.cfg.get("val_samples", 1)
+        return ["--val-samples", k] if k > 1 else []
+
+    def scheme_args(self) -> list:
+        scheme = self.cfg.get("pass_rate_scheme")
+        return ["--pass-rate-scheme", scheme] if scheme else []
+
+    def eval_args(self, set_name: str) -> list:
+        """Run seed (apart from screening's in the replication) and samples of one set."""
+        k = self.cfg.get("eval_samples", 1) if set_name in K_SETS else 1
+        return ["--seed", self.seed + self.cfg.get("eval_seed_offset", 0),
+                *(["--samples", k] if k > 1 else [])]
 
     def final_checkpoint(self, run: str) -> Path:
         stats = read_json(self.work / run / "statistics.json")
@@ -195,7 +241,7 @@ class Demo:
         for name, dataset in self.eval_sets().items():
             out = self.out / "eval" / name
             out.mkdir(parents=True, exist_ok=True)
-            common = ["--model", "tiny", "--dataset", dataset, "--seed", self.seed,
+            common = ["--model", "tiny", "--dataset", dataset, *self.eval_args(name),
                       "--max-new-tokens", c["max_new_tokens"], "--micro-batch", MICRO_BATCH,
                       *self.engine]
             jobs = []
@@ -211,7 +257,8 @@ class Demo:
             rest += jobs[1:]
         self.run_side_by_side(firsts)
         self.run_side_by_side(rest)
-        self.heldout_from_holdout()
+        if "heldout" not in self.eval_sets():
+            self.heldout_from_holdout()
 
     def heldout_from_holdout(self) -> None:
         """The held-out mixed-style results: the holdout results on the questions the base was
@@ -236,8 +283,13 @@ class Demo:
     def eval_sets(self) -> dict[str, Path]:
         """The sets sampled; the held-out mixed-style set is taken from the holdout's results."""
         d = self.work / "data"
-        return {"train": self.work / "screen" / "mixed.jsonl",
+        sets = {"train": self.work / "screen" / "mixed.jsonl",
                 "holdout": d / "holdout.jsonl", "ood": d / "ood.jsonl"}
+        if self.cfg.get("eval_samples", 1) > 1:  # K samples: sampled on its own
+            sets["heldout"] = self.work / "screen_holdout" / "mixed.jsonl"
+        if self.cfg.get("retention_min_score") is not None:
+            sets["retention"] = d / "retention.jsonl"
+        return sets
 
     def report(self) -> None:
         plots = self.out / "plots"
@@ -247,7 +299,9 @@ class Demo:
             dest.mkdir(exist_ok=True)
             for name in ("statistics.json", "train_log.jsonl"):
                 (dest / name).write_bytes((self.work / run / name).read_bytes())
-        for name in SET_TITLES:
+        titles = {**SET_TITLES, **({"retention": RETENTION_TITLE}
+                                   if "retention" in self.eval_sets() else {})}
+        for name in titles:
             (plots / name).mkdir(exist_ok=True)
             files = sorted((self.out / "eval" / name).glob("*.json"))
             extra = []
@@ -255,7 +309,7 @@ class Demo:
                 extra = [a for run in ("exp7", "exp10", "exp7_passrate") for a in
                          ("--grpo-log", self.out / f"grpo_{run}" / "train_log.jsonl")]
             self.run(f"compare_{name}", ["evaluation/compare_results.py", *files,
-                                         "--base", "base", "--title", SET_TITLES[name],
+                                         "--base", "base", "--title", titles[name],
                                          "--output-md", self.out / f"compare_{name}.md",
                                          "--output-json", self.out / f"compare_{name}.json",
                                          "--plots-dir", plots / name, *extra])
@@ -265,7 +319,7 @@ class Demo:
         text = build_report(self.out, fast=self.fast, seed=self.seed,
                             out_name=os.path.relpath(self.out, ROOT), timings=self.timings)
         (self.out / "report.md").write_text(text)
-        if not self.fast:
+        if self.config == "full":  # RESULTS.md quotes `make demo` only
             splice_results_md(ROOT / "RESULTS.md", text, RESULTS_START, RESULTS_END)
 
 
@@ -275,7 +329,10 @@ STAGES = ("data", "tiny", "screen", "train", "evaluate", "report")
 def parse_args(argv=None):
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fast", action="store_true", help="the 3-minute version (FAST)")
-    parser.add_argument("--seed", type=int, default=0, help="one seed for every stage (0)")
+    parser.add_argument("--seed", type=int, default=None, help="one seed for every stage (0)")
+    parser.add_argument("--seeds", default=None, help="the replicated study: comma-separated "
+                        "seeds, each run as the miniature's stages into <results>/seed-N/, then "
+                        "a pooled report (default folders runs/ and results/demo-replication)")
     parser.add_argument("--work-dir", default=None,
                         help="datasets, adapters and checkpoints (default runs/demo[-fast])")
     parser.add_argument("--results-dir", default=None,
@@ -292,14 +349,62 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
+def parse_seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise UsageError(f"--seeds: expected comma-separated integers such as 2,3,4, got {text!r}") from None
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise UsageError(f"--seeds: need distinct seeds >= 0, got {text!r}")
+    return seeds
+
+
+def run_stages(demo: Demo, stop_after: str | None) -> bool:
+    """Every stage in order; False when --stop-after ended the run early."""
+    for name in STAGES:
+        getattr(demo, name)()
+        if name == stop_after:
+            return name == STAGES[-1]
+    return True
+
+
+def replicate(args, seeds: list[int]) -> int:
+    """Each seed's stages into <results>/seed-N (work files in <work>/seed-N), then the pooled
+    report from those folders' JSON files."""
+    suffix = "-fast" if args.fast else ""
+    work = Path(args.work_dir or ROOT / "runs" / f"demo-replication{suffix}").resolve()
+    out = Path(args.results_dir or ROOT / "results" / f"demo-replication{suffix}").resolve()
+    config = "replication-fast" if args.fast else "replication"
+    started, finished = time.time(), True
+    for seed in seeds:
+        w, o = work / f"seed-{seed}", out / f"seed-{seed}"
+        for folder in (w / "data", w / "logs", o):
+            folder.mkdir(parents=True, exist_ok=True)
+        print(f"\n[demo] seed {seed} ({config}): {_shown(o)}", flush=True)
+        finished = run_stages(Demo(args.fast, seed, w, o, args.jobs, config,
+                                   engine=args.rollout_engine), args.stop_after)
+    if finished:
+        pooled = replication_report.pooled_results(out, seeds)
+        atomic_write_json(out / "pooled.json", pooled)
+        (out / "report.md").write_text(replication_report.build_report(pooled))
+        print(f"[demo] pooled report: {out / 'report.md'}")
+    print(f"[demo] finished in {time.time() - started:.0f} s")
+    return 0
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.seeds is not None:
+        if args.seed is not None:
+            raise UsageError("--seed and --seeds: give one of them")
+        return replicate(args, parse_seeds(args.seeds))
+    args.seed = 0 if args.seed is None else args.seed
     suffix = "-fast" if args.fast else ""
     work = Path(args.work_dir or ROOT / "runs" / f"demo{suffix}").resolve()
     out = Path(args.results_dir or ROOT / "results" / f"demo{suffix}").resolve()
     for folder in (work / "data", work / "logs", out):
         folder.mkdir(parents=True, exist_ok=True)
-    demo = Demo(args.fast, args.seed, work, out, args.jobs, args.rollout_engine)
+    demo = Demo(args.fast, args.seed, work, out, args.jobs, engine=args.rollout_engine)
     started = time.time()
     for name in STAGES:
         getattr(demo, name)()

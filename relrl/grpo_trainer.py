@@ -39,7 +39,8 @@ from relrl import distributed
 from relrl.checkpointing import StopFlag, load_checkpoint, save_checkpoint
 from relrl.cli import UsageError, load_in_4bit_flag
 from relrl.data import atomic_write_json, atomic_write_jsonl
-from relrl.dynamic_sampling import CollectionStopped, WASTE_KINDS, DynamicSampler, Group, QuestionSampler
+from relrl.dynamic_sampling import (SCHEMES, WASTE_KINDS, CollectionStopped, DynamicSampler, Group,
+                                    QuestionSampler)
 from relrl.engines import (DEFAULT_VLLM_MEMORY, ENGINES, Engine, SamplingConfig, add_engine_args,
                            check_memory_fraction, make_engine, question_seed, require_vllm,
                            sample_seed)
@@ -82,6 +83,7 @@ class GRPOConfig:
     max_resample: int = 10  # draws (step mode) or rounds (batch mode) before a step gives up
     max_total_attempts: int = 1000  # groups generated over the whole run
     pass_rate_sampler: bool = False
+    pass_rate_scheme: str = "plug-in"  # or "predictive" (relrl.dynamic_sampling.SCHEMES)
     # optimisation
     max_useful_steps: int = 200
     learning_rate: float = 1e-5
@@ -103,6 +105,7 @@ class GRPOConfig:
     # validation and checkpoints
     save_every: int = 20
     val_every: int = 20
+    val_samples: int = 1  # completions per validation question (accuracy over all of them)
     patience: int = 0  # stop after this many validations without a new best (0: never)
 
     def check(self) -> None:
@@ -132,7 +135,8 @@ class GRPOConfig:
         need(self.reward in ("grader", "digit-share"), "--reward", "grader or digit-share")
         for name in ("max_new_tokens", "gen_micro_batch", "gen_batch", "max_resample",
                      "max_total_attempts", "max_useful_steps", "grad_accum", "num_iterations",
-                     "train_micro_batch", "save_every", "val_every", "lora_r", "lora_alpha"):
+                     "train_micro_batch", "save_every", "val_every", "val_samples", "lora_r",
+                     "lora_alpha"):
             flag = "--max-total-steps" if name == "max_total_attempts" else \
                 "--" + name.replace("_", "-")
             need(getattr(self, name) >= 1, flag, f"must be >= 1, got {getattr(self, name)}")
@@ -149,6 +153,10 @@ class GRPOConfig:
         for key in ("output_dir", "max_total_attempts", "gen_micro_batch", "train_micro_batch",
                     "vllm_gpu_memory_utilization"):
             out.pop(key)
+        # Added later: left out at their defaults, so runs from before still resume.
+        for key, default in (("pass_rate_scheme", "plug-in"), ("val_samples", 1)):
+            if out[key] == default:
+                out.pop(key)
         if self.sft_adapter:  # the warm-start adapter brings its own rank and alpha
             out.pop("lora_r"), out.pop("lora_alpha")
         return out
@@ -224,7 +232,8 @@ class GRPOTrainer:
             self.optimizer, warmup_cosine(total, cfg.warmup_ratio))
 
         self.questions = QuestionSampler(len(rows), cfg.seed, cfg.pass_rate_sampler,
-                                         group_size=cfg.num_generations)
+                                         group_size=cfg.num_generations,
+                                         scheme=cfg.pass_rate_scheme)
         if cfg.pass_rate_sampler:  # the screening pass counts are the first evidence
             for i, row in enumerate(rows):
                 if isinstance(row.get("base_score"), int):
@@ -403,16 +412,18 @@ class GRPOTrainer:
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> float:
-        """Accuracy on the validation rows: one sample each, seeded per question."""
+        """Accuracy over val_samples completions of each validation row, seeded per question."""
         from relrl.prompting import build_prompt
 
         rows = distributed.share(self.val_rows)  # each rank scores its share
         prompts = [build_prompt(self.tokenizer, row["question"]) for row in rows]
         seeds = [question_seed(self.cfg.seed, str(row["id"])) for row in rows]
+        k = self.cfg.val_samples
         self.sync_engine()
-        completions = self.engine.generate(prompts, 1, seeds, self.sampling) if rows else []
-        correct = [bool(self.reward_fn(c[0].text, row)[1]) for c, row in zip(completions, rows)]
-        return sum(distributed.gather_shares(correct, len(self.val_rows))) / len(self.val_rows)
+        completions = self.engine.generate(prompts, k, seeds, self.sampling) if rows else []
+        correct = [sum(bool(self.reward_fn(c.text, row)[1]) for c in group)
+                   for group, row in zip(completions, rows)]
+        return sum(distributed.gather_shares(correct, len(self.val_rows))) / (k * len(self.val_rows))
 
     # ------------------------------------------------------------------ bookkeeping
     @property
@@ -709,6 +720,9 @@ def build_parser(variant: str):
                    help="cap on groups generated, useful or not (env MAX_TOTAL_STEPS; 1000)")
     g.add_argument("--pass-rate-sampler", action="store_true",
                    help="prefer questions whose recent pass rate makes an informative group likely")
+    g.add_argument("--pass-rate-scheme", choices=SCHEMES, default=d.pass_rate_scheme,
+                   help="with --pass-rate-sampler: plug-in (v1, weighted draws) or predictive "
+                   "(v2, the likeliest informative; benchmarks/sampler_simulation.py)")
     g = p.add_argument_group("optimisation")
     g.add_argument("--max-useful-steps", type=positive_int("--max-useful-steps"),
                    default=env_default("MAX_USEFUL_STEPS", d.max_useful_steps, int),
@@ -746,6 +760,9 @@ def build_parser(variant: str):
                    help="checkpoint every N useful steps (20)")
     g.add_argument("--val-every", type=positive_int("--val-every"), default=d.val_every,
                    help="validate every N useful steps (20)")
+    g.add_argument("--val-samples", type=positive_int("--val-samples"), default=d.val_samples,
+                   help="completions per validation question (1); more steadies the choice of "
+                   "the best checkpoint")
     g.add_argument("--val-limit", type=positive_int("--val-limit"), default=None,
                    help="validate on the first N validation questions only")
     g.add_argument("--patience", type=int, default=d.patience,
@@ -786,7 +803,8 @@ def config_from_args(args, variant: str) -> GRPOConfig:
         vllm_gpu_memory_utilization=args.vllm_gpu_memory_utilization,
         sampling_mode=args.sampling_mode, gen_batch=args.gen_batch,
         max_resample=args.max_resample, max_total_attempts=args.max_total_steps,
-        pass_rate_sampler=args.pass_rate_sampler, max_useful_steps=args.max_useful_steps,
+        pass_rate_sampler=args.pass_rate_sampler, pass_rate_scheme=args.pass_rate_scheme,
+        max_useful_steps=args.max_useful_steps,
         learning_rate=args.learning_rate, weight_decay=args.weight_decay,
         warmup_ratio=args.warmup_ratio, grad_accum=args.grad_accum,
         max_grad_norm=args.max_grad_norm, num_iterations=args.num_iterations,
@@ -794,7 +812,7 @@ def config_from_args(args, variant: str) -> GRPOConfig:
         advantage=args.advantage, clip_low=args.clip_low, clip_high=args.clip_high,
         beta=args.beta, aggregation=args.aggregation, overlong_buffer=args.overlong_buffer,
         mask_truncated=args.mask_truncated, save_every=args.save_every,
-        val_every=args.val_every, patience=args.patience)
+        val_every=args.val_every, val_samples=args.val_samples, patience=args.patience)
     if not VARIANTS[variant]["warm_start"]:
         cfg.lora_r, cfg.lora_alpha = args.lora_r, args.lora_alpha
     return cfg

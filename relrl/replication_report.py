@@ -1,0 +1,201 @@
+"""The replicated miniature study's pooled report, computed from each seed's result files.
+
+Input: results/demo-replication/seed-N/ for every confirmatory seed, as demo.py writes them
+(eval/<set>/<model>.json pair files, grpo_<run>/statistics.json). Output: pooled.json (every
+number) and report.md (the same numbers as sentences and tables). Every comparison is paired
+and tested over paraphrase groups (relrl.clustered_stats): per seed, and pooled over seeds with
+each seed's groups as separate clusters and the seed as the bootstrap stratum.
+
+What is tested is fixed here and in results/demo-replication/PREREGISTRATION.md: one primary
+comparison, and the secondary ones Holm-corrected together.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from relrl.clustered_stats import compare_groups, group_differences, min_detectable
+from relrl.data import read_json
+from relrl.stats import holm
+
+PRIMARY = ("heldout", "GRPO exp7 best", "base")  # (set, model, against)
+PRIMARY_ALPHA, SECONDARY_ALPHA, TARGET_GAIN, TARGET_POWER = 0.01, 0.05, 0.05, 0.8
+SECONDARY = (
+    ("heldout", "GRPO exp10 best", "base"),
+    ("heldout", "GRPO exp7 final", "base"),
+    ("heldout", "SFT warm start", "base"),
+    ("heldout", "GRPO exp7 best", "GRPO exp10 best"),
+    ("retention", "SFT warm start", "base"),
+    ("retention", "GRPO exp7 best", "base"),
+    ("retention", "GRPO exp10 best", "base"),
+    ("ood", "SFT warm start", "base"),
+    ("ood", "GRPO exp7 best", "base"),
+    ("ood", "GRPO exp10 best", "base"),
+)
+RETENTION_MODELS = ("SFT warm start", "GRPO exp7 best", "GRPO exp10 best")
+SAMPLER_RUNS = (("exp7", "uniform draws"), ("exp7_passrate", "pass-rate sampler"))
+N_BOOT = 10_000
+
+
+def slug(label: str) -> str:
+    return label.lower().replace(" ", "_")
+
+
+def seed_dirs(root: Path, seeds: list[int]) -> dict[int, Path]:
+    return {seed: root / f"seed-{seed}" for seed in seeds}
+
+
+def records(seed_dir: Path, set_name: str, model: str) -> list[dict]:
+    """One model's per-question records on one set; "base" from any of the set's pair files
+    (they share one base run)."""
+    folder = seed_dir / "eval" / set_name
+    if model == "base":
+        return read_json(next(iter(sorted(folder.glob("*.json")))))["base"]["results"]
+    return read_json(folder / f"{slug(model)}.json")["finetuned"]["results"]
+
+
+def comparison(dirs: dict[int, Path], set_name: str, model: str, against: str) -> dict:
+    """Per seed and pooled group-level comparison of `model` against `against`."""
+    per_seed, pooled = {}, []
+    for seed, folder in dirs.items():
+        diffs = group_differences(records(folder, set_name, against),
+                                  records(folder, set_name, model), stratum=str(seed))
+        per_seed[str(seed)] = compare_groups(diffs, n_boot=N_BOOT, seed=seed)
+        pooled += diffs
+    out = compare_groups(pooled, n_boot=N_BOOT, seed=0)
+    sd = _sd([float(d.diff) for d in pooled])
+    out["mdd"] = min_detectable(sd, len(pooled), SECONDARY_ALPHA, TARGET_POWER) if sd > 0 else 0.0
+    return {"set": set_name, "model": model, "against": against, "per_seed": per_seed,
+            "pooled": out}
+
+
+def _sd(x: list[float]) -> float:
+    n = len(x)
+    if n < 2:
+        return 0.0
+    mean = sum(x) / n
+    return (sum((v - mean) ** 2 for v in x) / (n - 1)) ** 0.5
+
+
+def waste(dirs: dict[int, Path]) -> dict:
+    """Waste of both samplers per seed and pooled (wasted groups / groups generated), the
+    ratio pass-rate / uniform, and the share of zero-gradient updates a plain loop (uniform
+    draws, every group an update) would have had: the uniform run's waste rate."""
+    out: dict = {"runs": {}}
+    for run, label in SAMPLER_RUNS:
+        seeds = {}
+        for seed, folder in dirs.items():
+            s = read_json(folder / f"grpo_{run}" / "statistics.json")
+            seeds[str(seed)] = {"wasted": s["wasted_steps"], "generated": s["total_attempts"],
+                                "waste_rate": s["wasted_steps"] / s["total_attempts"]}
+        wasted = sum(v["wasted"] for v in seeds.values())
+        generated = sum(v["generated"] for v in seeds.values())
+        out["runs"][run] = {"label": label, "per_seed": seeds, "wasted": wasted,
+                            "generated": generated, "waste_rate": wasted / generated}
+    u, p = out["runs"]["exp7"], out["runs"]["exp7_passrate"]
+    out["ratio"] = p["waste_rate"] / u["waste_rate"] if u["waste_rate"] else None
+    out["plain_loop_zero_gradient_share"] = u["waste_rate"]
+    return out
+
+
+def best_steps(dirs: dict[int, Path]) -> dict:
+    """The step validation chose as best, per run and seed (is it stable across seeds?)."""
+    return {run: {str(seed): read_json(folder / f"grpo_{run}" / "statistics.json").get("best_step")
+                  for seed, folder in dirs.items()} for run in ("exp7", "exp10", "exp7_passrate")}
+
+
+def pooled_results(root: Path, seeds: list[int]) -> dict:
+    dirs = seed_dirs(root, seeds)
+    primary = comparison(dirs, *PRIMARY)
+    p = primary["pooled"]
+    primary["goal_met"] = bool(p["delta"] >= TARGET_GAIN and p["p"] < PRIMARY_ALPHA and
+                               all(s["delta"] > 0 for s in primary["per_seed"].values()))
+    secondary = [comparison(dirs, *spec) for spec in SECONDARY]
+    for row, adjusted in zip(secondary, holm([s["pooled"]["p"] for s in secondary])):
+        row["pooled"]["p_holm"] = adjusted
+    retention = {"base": _accuracy(dirs, "retention", "base")}
+    retention.update({m: _accuracy(dirs, "retention", m) for m in RETENTION_MODELS})
+    return {"seeds": seeds, "primary_alpha": PRIMARY_ALPHA, "secondary_alpha": SECONDARY_ALPHA,
+            "primary": primary, "secondary": secondary, "retention_accuracy": retention,
+            "waste": waste(dirs), "best_steps": best_steps(dirs)}
+
+
+def _accuracy(dirs: dict[int, Path], set_name: str, model: str) -> dict:
+    """Group-level accuracy (mean over groups of the group's mean accuracy), pooled."""
+    scores = []
+    for folder in dirs.values():
+        by: dict[str, list[float]] = {}
+        for r in records(folder, set_name, model):
+            by.setdefault(str(r.get("group") or r["id"]), []).append(r["pass_count"] / r["samples"])
+        scores += [sum(v) / len(v) for v in by.values()]
+    return {"groups": len(scores), "accuracy": sum(scores) / len(scores)}
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _pts(x: float) -> str:
+    return f"{100 * x:+.1f}"
+
+
+def _ci(c: dict) -> str:
+    return f"[{_pts(c['ci_low'])}, {_pts(c['ci_high'])}]"
+
+
+def build_report(pooled: dict) -> str:
+    pr = pooled["primary"]
+    p = pr["pooled"]
+    seeds = ", ".join(map(str, pooled["seeds"]))
+    lines = ["# Miniature study, replicated (seeds " + seeds + ")", "",
+             "Every number below is computed from the JSON files in the seed folders "
+             "(`relrl/replication_report.py`); all tests are paired and over paraphrase groups: "
+             "exact sign-flip p, 95% stratified cluster-bootstrap interval.", "",
+             "## Primary endpoint", "",
+             f"GRPO exp7 (best validation checkpoint) against the base on held-out mixed-style "
+             f"questions, pooled over seeds: {_pct(p['base_accuracy'])} -> {_pct(p['ft_accuracy'])}"
+             f" ({_pts(p['delta'])} points, 95% CI {_ci(p)}, p = {p['p']:.3g}, {p['groups']} groups)."
+             f" Goal (pooled gain >= +{100 * TARGET_GAIN:.0f} points with p < {PRIMARY_ALPHA} and a "
+             f"gain at every seed): **{'met' if pr['goal_met'] else 'not met'}**.", "",
+             "| Seed | Groups | Base | exp7 best | Delta (points) | 95% CI | p |",
+             "|---|---|---|---|---|---|---|"]
+    for seed, s in pr["per_seed"].items():
+        lines.append(f"| {seed} | {s['groups']} | {_pct(s['base_accuracy'])} | "
+                     f"{_pct(s['ft_accuracy'])} | {_pts(s['delta'])} | {_ci(s)} | {s['p']:.3g} |")
+    lines.append(f"| pooled | {p['groups']} | {_pct(p['base_accuracy'])} | {_pct(p['ft_accuracy'])}"
+                 f" | {_pts(p['delta'])} | {_ci(p)} | {p['p']:.3g} |")
+    lines += ["", f"## Secondary comparisons (pooled; Holm over all {len(pooled['secondary'])})", "",
+              "| Set | Model | Against | Delta (points) | 95% CI | p | p (Holm) | Min. detectable |",
+              "|---|---|---|---|---|---|---|---|"]
+    for row in pooled["secondary"]:
+        c = row["pooled"]
+        lines.append(f"| {row['set']} | {row['model']} | {row['against']} | {_pts(c['delta'])} | "
+                     f"{_ci(c)} | {c['p']:.3g} | {c['p_holm']:.3g} | {100 * c['mdd']:.1f} |")
+    ret = pooled["retention_accuracy"]
+    lines += ["", "## Retention (questions the base screened right at least half the time, "
+              "never trained on)", "", "| Model | Groups | Accuracy | Change (points) | 95% CI | "
+              "p (Holm) | Min. detectable drop |", "|---|---|---|---|---|---|---|",
+              f"| base | {ret['base']['groups']} | {_pct(ret['base']['accuracy'])} | - | - | - | - |"]
+    for row in pooled["secondary"]:
+        if row["set"] == "retention":
+            c = row["pooled"]
+            lines.append(f"| {row['model']} | {c['groups']} | {_pct(ret[row['model']]['accuracy'])} | "
+                         f"{_pts(c['delta'])} | {_ci(c)} | {c['p_holm']:.3g} | {100 * c['mdd']:.1f} |")
+    w = pooled["waste"]
+    lines += ["", "## Dynamic sampling waste (zero-signal groups / groups generated)", "",
+              "| Run | " + " | ".join(f"seed {s}" for s in pooled["seeds"]) + " | pooled |",
+              "|---|" + "---|" * (len(pooled["seeds"]) + 1)]
+    for run in w["runs"].values():
+        cells = [f"{_pct(v['waste_rate'])} ({v['wasted']}/{v['generated']})"
+                 for v in run["per_seed"].values()]
+        lines.append(f"| exp7, {run['label']} | " + " | ".join(cells) +
+                     f" | {_pct(run['waste_rate'])} ({run['wasted']}/{run['generated']}) |")
+    ratio = "-" if w["ratio"] is None else f"{w['ratio']:.2f}"
+    lines += ["", f"Pass-rate / uniform waste, pooled: {ratio} (target <= 0.7). "
+              f"Zero-gradient updates a plain loop would have had (uniform draws, no dynamic "
+              f"sampling): {_pct(w['plain_loop_zero_gradient_share'])}.", "",
+              "## Best validation step per seed", "", "| Run | " +
+              " | ".join(f"seed {s}" for s in pooled["seeds"]) + " |",
+              "|---|" + "---|" * len(pooled["seeds"])]
+    for run, steps in pooled["best_steps"].items():
+        lines.append(f"| {run} | " + " | ".join(str(v) for v in steps.values()) + " |")
+    return "\n".join(lines) + "\n"
