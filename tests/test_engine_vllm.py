@@ -134,3 +134,19 @@ def test_lora_sync_is_real(setup, tmp_path, sync):
     assert abs(trainer_delta) > 0.05  # the update changed the adapter
     follows = abs(vllm_delta - trainer_delta) < 1e-3 * max(1.0, abs(trainer_delta))
     assert follows == sync  # without the sync vLLM keeps sampling from the old adapter
+
+
+def test_too_small_a_memory_share_is_one_line_naming_the_flag(monkeypatch):
+    import vllm
+
+    from relrl.cli import UsageError
+
+    def refuse(**kwargs):
+        raise ValueError("No available memory for the cache blocks. Try increasing "
+                         "`gpu_memory_utilization` when initializing the engine.")
+
+    monkeypatch.setattr(vllm, "LLM", refuse)
+    _, tok = load_model("tiny-random")
+    with pytest.raises(UsageError, match=r"^--vllm-gpu-memory-utilization 0.05: ") as err:
+        make_engine("vllm", None, tok, source="tiny-random", gpu_memory_utilization=0.05)
+    assert "\n" not in str(err.value)
