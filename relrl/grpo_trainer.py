@@ -854,8 +854,20 @@ def main(variant: str, argv=None, *, reward_fn: RewardFn | None = None) -> int:
         model = load_adapter(model, cfg.sft_adapter, trainable=True, flag="--sft-adapter")
     else:
         model = attach_lora(model, r=cfg.lora_r, alpha=cfg.lora_alpha)
+    world = distributed.world()
     if distributed.is_main():
-        ranks = f", {distributed.world()} ranks" if distributed.world() > 1 else ""
+        ranks = f", {world} ranks" if world > 1 else ""
+        # nothing has to divide, but ranks without a share only wait: say so
+        per_call = cfg.grad_accum if cfg.sampling_mode == "step" else cfg.gen_batch
+        chunks = math.ceil(cfg.grad_accum * cfg.num_generations / cfg.train_micro_batch)
+        if world > per_call:
+            print(f"warning: {world} ranks but at most {per_call} questions per generation call "
+                  f"({'--grad-accum' if cfg.sampling_mode == 'step' else '--gen-batch'}): "
+                  "some ranks will wait; --sampling-mode batch with --gen-batch >= the number "
+                  "of ranks keeps them all busy", file=sys.stderr, flush=True)
+        if world > chunks:
+            print(f"warning: {world} ranks but {chunks} micro-batches per update: lower "
+                  "--train-micro-batch to give every rank one", file=sys.stderr, flush=True)
         print(f"GRPO {variant}: {cfg.model}"
               f"{' + ' + cfg.sft_adapter if cfg.sft_adapter else ''}, {len(rows)} questions, "
               f"G={cfg.num_generations}, {cfg.rollout_engine} rollouts, "
