@@ -224,8 +224,24 @@ def test_cuda_rng_states_are_saved_and_restored_only_with_cuda(tmp_path, monkeyp
     assert len(restored) == 1
 
 
+def test_without_cuda_the_cuda_rng_is_never_touched(tmp_path, monkeypatch):
+    def no_cuda(*args):
+        raise AssertionError("CUDA RNG touched on a machine without CUDA")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", no_cuda)
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", no_cuda)
+    model, *_ = fresh()
+    folder = save_checkpoint(tmp_path / "checkpoint-1", model=model, state={}, fingerprint="f")
+    assert json.loads((folder / "rng_state.json").read_text())["cuda"] == []
+    load_checkpoint(folder)
+
+
 def test_save_creates_missing_parents_and_replaces_a_stale_temp_folder(tmp_path):
     model, *_ = fresh()
+    nested = save_checkpoint(tmp_path / "x" / "y" / "checkpoint-1", model=model, state={},
+                             fingerprint="f")
+    assert (nested / "trainer_state.json").is_file()
     target = tmp_path / "a" / "b" / "checkpoint-1"
     stale = target.parent / f".tmp-checkpoint-1-{os.getpid()}"
     stale.mkdir(parents=True)

@@ -1,6 +1,7 @@
 """relrl.stats against values computed by hand or published."""
 import itertools
 import math
+import re
 
 import numpy as np
 import pytest
@@ -171,3 +172,42 @@ def test_bad_confidence_is_refused():
                  lambda: bootstrap_ci([0, 1], confidence=0.0)):
         with pytest.raises(ValueError, match="confidence must be in"):
             call()
+# -- edges found by mutation testing ------------------------------------------------------------
+@pytest.mark.parametrize("call, message", [
+    (lambda: mcnemar(-1, 0), "discordant counts must be >= 0, got -1, 0"),
+    (lambda: discordant([True], []), "paired outcome lists differ in length"),
+    (lambda: wilson_interval(5, 3), "need 0 <= k <= n, got k=5, n=3"),
+    (lambda: bootstrap_ci([]), "need a non-empty list of values"),
+    (lambda: bootstrap_ci([[1.0, 2.0]]), "need a non-empty list of values"),
+    (lambda: pass_at_k(3, 4, 1), "need 0 <= c <= n and 1 <= k <= n, got n=3, c=4, k=1"),
+    (lambda: pass_at_k(3, 1, 4), "need 0 <= c <= n and 1 <= k <= n, got n=3, c=1, k=4"),
+    (lambda: paired_permutation_test([], 1, [], 1),
+     "need two non-empty paired count lists of equal length"),
+    (lambda: paired_permutation_test([1], 1, [1, 0], 1),
+     "need two non-empty paired count lists of equal length"),
+    (lambda: paired_permutation_test([2], 1, [0], 1), "pass counts out of range: 2/1, 0/1"),
+    (lambda: paired_permutation_test([0], 1, [2], 1), "pass counts out of range: 0/1, 2/1"),
+])
+def test_bad_input_messages(call, message):
+    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+        call()
+
+
+def test_result_fields_and_small_cases():
+    assert mcnemar(0, 0) == {"b01": 0, "b10": 0, "exact_p": 1.0, "chi2": 0.0, "chi2_p": 1.0}
+    assert set(mcnemar(3, 1)) == {"b01", "b10", "exact_p", "chi2", "chi2_p"}
+    assert (mcnemar(3, 1)["b01"], mcnemar(3, 1)["b10"]) == (3, 1)
+    assert discordant([True, True, False], [True, True, True]) == (1, 0)
+    assert all(wilson_interval(n, n)[1] == 1.0 for n in range(1, 60))
+    assert bootstrap_ci([0.5]) == (0.5, 0.5)  # one question is a valid, degenerate sample
+    values = [0.0, 1.0, 1.0, 0.0, 1.0, 0.25, 0.75]
+    assert bootstrap_ci(values) == bootstrap_ci(values, seed=0) == bootstrap_ci(values)
+    assert pass_at_k(4, 4, 2) == 1.0
+    assert holm([0.6, 0.7]) == [1.0, 1.0]  # capped at 1
+
+
+def test_permutation_test_with_different_sample_counts():
+    result = paired_permutation_test([1], 2, [2], 3)  # 1/2 -> 2/3 on one question
+    assert result["mean_diff"] == pytest.approx(1 / 6)
+    assert result["test"] == "exact paired sign-flip permutation test on per-question accuracy"
+    assert result["n"] == 1 and result["p"] == 1.0
