@@ -383,6 +383,7 @@ class GRPOTrainer:
                 self.optimizer.zero_grad(set_to_none=True)
                 self.updates += 1
             self.model.eval()
+        self.engine_synced = False  # the adapter changed: the next rollout hands it over
         tokens = sums["tokens"].clamp(min=1)
         per_token = cfg.num_iterations / tokens  # the TIS sums count iteration 0's tokens only
         return [{
