@@ -1,7 +1,8 @@
 """The built-in models: `tiny-random` (random weights, instant) and `tiny` (trained, cached).
 
 Both are Qwen3ForCausalLM with a locally trained byte-level BPE tokenizer, so every script runs
-the same code path on a laptop as on Qwen3-8B, with nothing downloaded.
+the same code path on a laptop as on Qwen3-8B, with nothing downloaded. Load them by name
+with relrl.models.load_model; `tiny` is built by relrl.tiny_build.
 """
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import torch
 from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
+
+from relrl.tiny_tokenizer import fixed_tokenizer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,18 +58,7 @@ def name_model(model, name: str) -> None:
 
 
 def build_tiny_random(seed: int = 0):
-    from relrl.tiny_tokenizer import fixed_tokenizer
-
     tokenizer = fixed_tokenizer()
     model = new_model(qwen3_config(tokenizer, **TINY_RANDOM_DIMS), seed, "tiny-random")
     return model.float().eval(), tokenizer
 
-
-def load_builtin(name: str, seed: int = 0):
-    if name == "tiny-random":
-        return build_tiny_random(seed)
-    if name == "tiny":
-        from relrl.tiny_build import load_or_build_tiny
-
-        return load_or_build_tiny()
-    raise ValueError(f"unknown built-in model {name!r}")
