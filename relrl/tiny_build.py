@@ -26,7 +26,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from transformers import AutoTokenizer, Qwen3ForCausalLM
 
 from relrl.cli import ArgumentParser, run_main
 from relrl.engines import SamplingConfig, make_engine, question_seed
@@ -100,6 +99,8 @@ def tiny_dir(recipe: Recipe = RECIPE) -> Path:
 
 def load_or_build_tiny(recipe: Recipe = RECIPE, folder: Path | None = None):
     """(model, tokenizer) of `tiny`, building it first if the cache lacks it."""
+    from transformers import AutoTokenizer, Qwen3ForCausalLM  # seconds to import: only when loaded
+
     folder = Path(folder or tiny_dir(recipe))
     if not (folder / "accuracy.json").is_file():
         with _lock(folder):

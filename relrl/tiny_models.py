@@ -10,7 +10,6 @@ import os
 from pathlib import Path
 
 import torch
-from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
 
 from relrl.tiny_tokenizer import fixed_tokenizer
 
@@ -26,7 +25,11 @@ def cache_root() -> Path:
     return Path(os.environ.get("RELRL_CACHE") or REPO_ROOT / ".cache" / "relrl")
 
 
+# transformers' model classes are imported where a model is made: importing them costs seconds,
+# and every trainer and evaluation script imports this module (through relrl.models).
 def qwen3_config(tokenizer, max_positions: int = 2048, **dims) -> Qwen3Config:
+    from transformers import Qwen3Config
+
     stop = tokenizer.convert_tokens_to_ids("<|im_end|>")
     return Qwen3Config(
         vocab_size=len(tokenizer),
@@ -42,6 +45,8 @@ def qwen3_config(tokenizer, max_positions: int = 2048, **dims) -> Qwen3Config:
 
 def new_model(config: Qwen3Config, seed: int, name: str) -> Qwen3ForCausalLM:
     """Freshly initialised weights that depend only on `seed` (global RNG left untouched)."""
+    from transformers import GenerationConfig, Qwen3ForCausalLM
+
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = Qwen3ForCausalLM(config)

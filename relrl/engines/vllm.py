@@ -28,7 +28,6 @@ import tempfile
 from pathlib import Path
 
 import torch
-from transformers import AutoConfig, AutoTokenizer
 
 from relrl.cli import UsageError
 from relrl.dynamic_sampling import CollectionStopped
@@ -83,6 +82,8 @@ def adapter_rank(model=None, adapter: str | None = None) -> int | None:
 def load_tokenizer(name: str):
     """The tokenizer alone of a hub id or folder, set up as relrl.modeling.finish_loading sets it
     (relrl.models.load_tokenizer also takes the built-in names)."""
+    from transformers import AutoTokenizer  # its auto classes cost seconds: only for vLLM
+
     try:
         tokenizer = AutoTokenizer.from_pretrained(name)
     except (OSError, ValueError) as exc:
@@ -95,6 +96,8 @@ def load_tokenizer(name: str):
 
 
 def _max_model_len(folder: str, max_new_tokens: int) -> int:
+    from transformers import AutoConfig  # its auto classes cost seconds: only for vLLM
+
     positions = getattr(AutoConfig.from_pretrained(folder), "max_position_embeddings", None)
     wanted = max_new_tokens + PROMPT_ROOM
     return min(positions, wanted) if positions else wanted
