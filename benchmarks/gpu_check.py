@@ -1,7 +1,7 @@
 """The prepared one-shot GPU check: does the study's job fit and behave on this GPU?
 
 A model with Qwen3-8B's published architecture (benchmarks/configs/qwen3-8b/config.json) and
-random weights, saved once to --work-dir and loaded through relrl.modeling.load_model: 4-bit
+random weights, saved once to --work-dir and loaded through relrl.modeling.load_pretrained: 4-bit
 NF4 with bf16 compute on CUDA, LoRA r=32 on all projections. It measures
   - peak GPU memory and seconds for one GRPO update: G=4, 4 groups, completions forced to
     3,072 tokens (micro-batches of the trainer's default size, gradient checkpointing on);
@@ -35,7 +35,7 @@ from relrl.data import atomic_write_json  # noqa: E402
 from relrl.grpo_loss import LossConfig, batch_counts, group_advantages, policy_loss  # noqa: E402
 from relrl.logprobs import completion_logprobs, pack_sequences  # noqa: E402
 from relrl.modeling import (attach_lora, device_of, enable_checkpointing,  # noqa: E402
-                            is_checkpointing, load_model)
+                            is_checkpointing, load_pretrained)
 from relrl.engines.base import Completion, SamplingConfig  # noqa: E402
 from relrl.engines.hf import generate  # noqa: E402
 from relrl.tiny_tokenizer import fixed_tokenizer  # noqa: E402
@@ -226,7 +226,7 @@ def check_path(path: str, folder: Path, shapes: dict, vocab: int, skip_vllm: boo
         except ImportError as exc:
             return {"skipped": f"unsloth not importable ({exc})"}
     with measured(out, "load"):
-        model, tokenizer = load_model(str(folder), use_unsloth=path == "unsloth", seed=0)
+        model, tokenizer = load_pretrained(str(folder), use_unsloth=path == "unsloth", seed=0)
         model = attach_lora(model, r=32, alpha=32)
     if not is_checkpointing(model):  # on CUDA attach_lora switched it on; on the CPU do it here
         enable_checkpointing(model)

@@ -31,19 +31,19 @@ import time
 import numpy as np
 import torch
 
+from generators.families.dataset import generate_rows
+from generators.families.registry import FAMILIES
 from relrl.cli import ArgumentParser, positive_int, run_main
 from relrl.dynamic_sampling import DynamicSampler, Group, QuestionSampler
 from relrl.grpo_loss import group_advantages
 from relrl.grpo_trainer import GRPOConfig, GRPOTrainer, digit_share_reward, grader_reward
-from relrl.modeling import attach_lora, device_of, load_model
+from relrl.modeling import attach_lora, device_of
+from relrl.models import load_model
 from relrl.prompting import build_prompt
 from relrl.engines import stop_token_ids
 
 
 def question_rows(n: int) -> list[dict]:
-    from generators.families.dataset import generate_rows
-    from generators.families.registry import FAMILIES
-
     rows = generate_rows(list(FAMILIES.values()), n, seed=0, paraphrases=0)
     return [{"id": f"b{i}", "question": r["question"], "answer": str(r["answer"])}
             for i, r in enumerate(rows)]

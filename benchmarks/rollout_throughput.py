@@ -27,20 +27,20 @@ import time
 
 import torch
 
+from generators.families.dataset import generate_rows
+from generators.families.registry import FAMILIES
 from relrl.cli import ArgumentParser, positive_int, run_main
 from relrl.logprobs import completion_logprobs, naive_logprobs
-from relrl.modeling import device_of, load_model
+from relrl.engines import SamplingConfig, stop_token_ids, vllm_installed
+from relrl.modeling import device_of
+from relrl.models import load_model, make_engine
 from relrl.prompting import build_prompt
-from relrl.engines import SamplingConfig, make_engine, stop_token_ids, vllm_installed
 from relrl.tiny_models import new_model
 
 QWEN3_VOCAB = 151_936
 
 
 def _questions(n: int, seed: int) -> list[str]:
-    from generators.families.dataset import generate_rows
-    from generators.families.registry import FAMILIES
-
     return [row["question"] for row in generate_rows(list(FAMILIES.values()), n, seed, paraphrases=0)]
 
 

@@ -19,6 +19,7 @@ from relrl import evaluation as ev
 from relrl.cli import ArgumentParser, UsageError, env_default, positive_int, run_main
 from relrl.data import atomic_write_json, load_dataset, read_json
 from relrl.folds import kfold_by_group
+from relrl.modeling import check_model_source
 
 DEFAULT_MODEL = "Qwen/Qwen2.5-7B-Instruct"
 
@@ -90,8 +91,6 @@ def main(argv=None):
                               model_path=args.model, adapter=None, dataset=args.dataset,
                               progress_file=ev.progress_path(target, "base"),
                               rollout_engine=args.rollout_engine)
-
-    from relrl.modeling import check_model_source
 
     check_model_source(args.model)
     engine, tokenizer = ev.open_engine(args, max_new_tokens=settings.max_new_tokens)

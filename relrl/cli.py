@@ -40,11 +40,9 @@ class ArgumentParser(argparse.ArgumentParser):
 
 def run_main(main: Callable[[], int | None]) -> None:
     """Run a script's main(), turning input errors into one line and exit status 2."""
-    from relrl.data import DatasetError  # local import: data imports cli
-
     try:
         code = main()
-    except (UsageError, DatasetError) as exc:
+    except UsageError as exc:  # relrl.data.DatasetError is one too
         fail(str(exc))
     except KeyboardInterrupt:
         fail("interrupted", code=130)

@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from relrl.cli import UsageError
 from relrl.grading import parse_target_values
 
 
-class DatasetError(Exception):
-    """A file that cannot be used, named with its line: reported in one line, exit status 2."""
+class DatasetError(UsageError):
+    """A file that cannot be used, named with its line: reported in one line, exit status 2
+    (a UsageError, so relrl.cli.run_main reports it without cli importing this module)."""
 
 
 @dataclass

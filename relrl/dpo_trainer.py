@@ -24,11 +24,16 @@ from pathlib import Path
 import torch
 
 from relrl import distributed
-from relrl.cli import UsageError, load_in_4bit_flag
-from relrl.data import DatasetError, atomic_write_jsonl, read_json
+from relrl.checkpointing import prepare_output_dir, run_fingerprint
+from relrl.cli import ArgumentParser, UsageError, add_load_args, env_default, load_in_4bit_flag, positive_int
+from relrl.data import DatasetError, atomic_write_json, atomic_write_jsonl, question_id, read_json, read_records
 from relrl.dpo_loss import LOSS_TYPES, dpo_loss
-from relrl.sft_data import collate
-from relrl.sft_trainer import EpochTrainer, LoopConfig
+from relrl.logprobs import completion_logprobs
+from relrl.modeling import attach_lora, check_model_source, device_of, reference_policy, save_adapter
+from relrl.models import load_model
+from relrl.prompting import build_prompt, build_training_text
+from relrl.sft_data import collate, encode
+from relrl.sft_trainer import LOG_FILE, STATS_FILE, EpochTrainer, LoopConfig
 from relrl.tracking import RUN_FILES as TRACKING_FILES, add_report_to_arg, open_tracker
 
 RESULT_KINDS = ("model_result", "screening", "pair_result")
@@ -100,8 +105,6 @@ def _user_turn(messages, where: str, side: str) -> tuple[str, str]:
 
 def pairs_from_preferences(path: str) -> list[Pair]:
     """Pairs from a preference file; any bad row is an error naming its line."""
-    from relrl.data import question_id, read_records
-
     pairs = []
     for line, row in read_records(path):
         where = f"{path}:{line}"
@@ -180,9 +183,6 @@ class PairItem:
 def encode_pairs(pairs: list[Pair], tokenizer, max_length: int) -> tuple[list[PairItem], int]:
     """Token ids of each pair (the SFT prompt; completions end with end-of-turn unless
     truncated) and how many completions were cut at max_length."""
-    from relrl.prompting import build_prompt, build_training_text
-    from relrl.sft_data import encode
-
     items, cut = [], 0
     for pair in pairs:
         sides = []
@@ -248,9 +248,6 @@ class DPOTrainer(EpochTrainer):
     def sequence_logps(self, items: list[PairItem]) -> tuple[torch.Tensor, torch.Tensor]:
         """Log-probs of the chosen and rejected completions, (pairs,) each: summed over
         tokens for DPO, the per-token mean for IPO."""
-        from relrl.logprobs import completion_logprobs
-        from relrl.modeling import device_of
-
         batch = collate([(i.prompt_ids, i.chosen_ids) for i in items] +
                         [(i.prompt_ids, i.rejected_ids) for i in items], self.pad_id)
         device = device_of(self.model)
@@ -266,8 +263,6 @@ class DPOTrainer(EpochTrainer):
 
     def reference_logps(self) -> None:
         """The reference's log-probs, once: the adapter is off and nothing trains."""
-        from relrl.modeling import reference_policy
-
         if distributed.is_main():
             print(f"reference log-probs of {len(self.items)} pairs (adapter off)", flush=True)
         self.model.eval()
@@ -311,8 +306,6 @@ class DPOTrainer(EpochTrainer):
 
 
 def build_parser():
-    from relrl.cli import ArgumentParser, add_load_args, env_default, positive_int
-
     d = DPOConfig()
     p = ArgumentParser(description="DPO (or IPO) with a LoRA on preference pairs built from "
                        "screening or evaluation outputs; the reference is the base model",
@@ -367,9 +360,6 @@ def build_parser():
 
 def main(argv=None) -> int:
     """Validate everything (flags, pair files, output folder), then load and train."""
-    from relrl.checkpointing import run_fingerprint
-    from relrl.modeling import check_model_source
-
     args = build_parser().parse_args(argv)
     cfg = DPOConfig(
         seed=args.seed, learning_rate=args.learning_rate, epochs=args.epochs,
@@ -396,11 +386,6 @@ def main(argv=None) -> int:
 
 def _train(cfg: DPOConfig, pairs: list[Pair], out: Path, fingerprint: str, settings: dict,
            args) -> int:
-    from relrl.checkpointing import prepare_output_dir
-    from relrl.data import atomic_write_json
-    from relrl.modeling import attach_lora, load_model, save_adapter
-    from relrl.sft_trainer import LOG_FILE, STATS_FILE
-
     def prepare():  # rank 0 alone checks (and with --overwrite clears) the output folder
         found = prepare_output_dir(out, fingerprint, resume=args.resume,
                                    overwrite=args.overwrite,

@@ -19,10 +19,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from relrl.cli import (UsageError, add_load_args, env_default, load_in_4bit_flag, parse_shard,
-                       positive_int)
+from relrl.cli import UsageError, add_load_args, env_default, parse_shard, positive_int
 from relrl.data import DatasetError, ProgressFile, atomic_write_json, questions_fingerprint, read_json
-from relrl.engines import Engine, SamplingConfig, add_engine_args, make_engine, open_engine, question_seed
+from relrl.engines import Engine, SamplingConfig, add_engine_args, question_seed
+from relrl.grading import grade
+from relrl.modeling import check_adapter_dir, check_model_source
+from relrl.models import make_engine, open_engine
+from relrl.prompting import build_prompt
 from relrl.stats import discordant, mcnemar, paired_bootstrap_ci, paired_permutation_test, pass_at_k
 
 # generate(rows, seeds, n) -> one list of n completions (objects with .text, .truncated) per row
@@ -66,8 +69,6 @@ def check_rows(rows: Sequence[dict], source: str) -> None:
 
 
 def score_question(row: dict, completions: Sequence, settings: EvalSettings) -> dict:
-    from relrl.grading import grade
-
     graded = []
     for completion in completions:
         g = grade(completion.text, row["answer"], tolerance=settings.tolerance,
@@ -136,8 +137,6 @@ def evaluate_rows(rows: Sequence[dict], generate: Generate, settings: EvalSettin
 
 def model_generator(engine: Engine, tokenizer, settings: EvalSettings) -> Generate:
     """`generate` for a rollout engine: the shared prompt, seeded sampling."""
-    from relrl.prompting import build_prompt
-
     config = SamplingConfig(temperature=settings.temperature, top_p=settings.top_p,
                             max_new_tokens=settings.max_new_tokens, micro_batch=settings.micro_batch)
 
@@ -545,7 +544,6 @@ def run_cli(args, rows: list[dict]) -> int:
         print(f"merged {len(shards)} shards into {output}")
         return 0
 
-    from relrl.modeling import check_adapter_dir, check_model_source
 
     check_model_source(args.model)
     if adapter is not None:

@@ -36,16 +36,23 @@ import torch
 from tqdm import tqdm
 
 from relrl import distributed
-from relrl.checkpointing import StopFlag, load_checkpoint, save_checkpoint
-from relrl.cli import UsageError, load_in_4bit_flag
-from relrl.data import atomic_write_json, atomic_write_jsonl
+from relrl.checkpointing import (StopFlag, load_checkpoint, prepare_output_dir, run_fingerprint,
+                                 save_checkpoint)
+from relrl.cli import (ArgumentParser, UsageError, add_load_args, env_default, load_in_4bit_flag,
+                       positive_int)
+from relrl.data import atomic_write_json, atomic_write_jsonl, load_dataset, questions_fingerprint
 from relrl.dynamic_sampling import (SCHEMES, WASTE_KINDS, CollectionStopped, DynamicSampler, Group,
                                     QuestionSampler)
 from relrl.engines import (DEFAULT_VLLM_MEMORY, ENGINES, Engine, SamplingConfig, add_engine_args,
-                           check_memory_fraction, make_engine, question_seed, require_vllm,
-                           sample_seed)
+                           check_memory_fraction, question_seed, require_vllm, sample_seed)
+from relrl.grading import grade
 from relrl.grpo_loss import (ADVANTAGE_MODES, AGGREGATIONS, LossConfig, batch_counts,
                              group_advantages, overlong_penalty, policy_loss)
+from relrl.logprobs import completion_logprobs, pack_sequences
+from relrl.modeling import (attach_lora, check_adapter_dir, check_model_source, device_of,
+                            load_adapter, reference_policy)
+from relrl.models import load_model, make_engine
+from relrl.prompting import build_prompt
 from relrl.tracking import RUN_FILES as TRACKING_FILES, Tracker, add_report_to_arg, open_tracker
 
 DEFAULT_MODEL = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
@@ -178,8 +185,6 @@ def warmup_cosine(total: int, warmup_ratio: float) -> Callable[[int], float]:
 
 def grader_reward(tolerance: float) -> RewardFn:
     """The study's reward: the shared grader against the row's answer."""
-    from relrl.grading import grade
-
     def reward(text: str, row: dict) -> tuple[float, bool]:
         g = grade(text, row["answer"], tolerance=tolerance)
         return g.reward, bool(g.correct)
@@ -201,8 +206,6 @@ class GRPOTrainer:
                  settings: dict | None = None, fingerprint: str = "",
                  advantage_hook: Callable[[torch.Tensor], torch.Tensor] | None = None,
                  engine: Engine | None = None, tracker: Tracker | None = None):
-        from relrl.prompting import build_prompt
-
         self.cfg, self.model, self.tokenizer = cfg, model, tokenizer
         self.engine = engine or make_engine("hf", model, tokenizer)
         self.engine_synced = False  # the engine samples from the adapter as it is now
@@ -293,8 +296,6 @@ class GRPOTrainer:
         """Model inputs, the sampler's log-probs (None unless every completion has them),
         loss mask, advantages and owning group of (group, completion, advantage) rows:
         prompts left-padded, completions right-padded after them."""
-        from relrl.logprobs import pack_sequences
-
         ids, attention, start = pack_sequences([c.prompt_ids for _, c, _ in rows],
                                                [c.token_ids for _, c, _ in rows],
                                                self.tokenizer.pad_token_id)
@@ -312,17 +313,12 @@ class GRPOTrainer:
         return ids, attention, start, sampler, mask, advantages, owner
 
     def logprobs(self, ids, attention, start, entropy=False):
-        from relrl.logprobs import completion_logprobs
-        from relrl.modeling import device_of
-
         device = device_of(self.model)
         return completion_logprobs(self.model, ids.to(device), attention.to(device), start,
                                    micro_batch=ids.shape[0], return_entropy=entropy)
 
     def update(self, groups: list[Group]) -> list[dict]:
         """num_iterations optimiser steps on one training batch; per-group metrics."""
-        from relrl.modeling import device_of, reference_policy
-
         cfg, device, n = self.cfg, device_of(self.model), len(groups)
         advantages = group_advantages(torch.tensor([g.rewards for g in groups]), cfg.advantage)
         if self.advantage_hook is not None:
@@ -414,8 +410,6 @@ class GRPOTrainer:
     # ------------------------------------------------------------------ validation
     def validate(self) -> float:
         """Accuracy over val_samples completions of each validation row, seeded per question."""
-        from relrl.prompting import build_prompt
-
         rows = distributed.share(self.val_rows)  # each rank scores its share
         prompts = [build_prompt(self.tokenizer, row["question"]) for row in rows]
         seeds = [question_seed(self.cfg.seed, str(row["id"])) for row in rows]
@@ -658,8 +652,6 @@ VARIANTS = {
 
 
 def build_parser(variant: str):
-    from relrl.cli import ArgumentParser, add_load_args, env_default, positive_int
-
     spec, d = VARIANTS[variant], GRPOConfig()
     script = "training/grpo_exp7_dynamic.py" if spec["warm_start"] else \
         "training/grpo_exp10_nosft.py"
@@ -773,8 +765,6 @@ def build_parser(variant: str):
 
 
 def resolve_sft_adapter(args) -> str:
-    from relrl.modeling import check_adapter_dir
-
     if not args.sft_adapter:
         raise UsageError("--sft-adapter: required (or set SFT_LORA_PATH); "
                          "use grpo_exp10_nosft.py to start from a fresh LoRA")
@@ -821,10 +811,6 @@ def config_from_args(args, variant: str) -> GRPOConfig:
 
 def main(variant: str, argv=None, *, reward_fn: RewardFn | None = None) -> int:
     """Validate everything (flags, datasets, adapter, output folder), then load and train."""
-    from relrl.checkpointing import prepare_output_dir, run_fingerprint
-    from relrl.data import load_dataset, questions_fingerprint
-    from relrl.modeling import attach_lora, check_model_source, load_adapter, load_model
-
     args = build_parser(variant).parse_args(argv)
     cfg = config_from_args(args, variant)
     cfg.check()

@@ -1,4 +1,7 @@
-"""One loading path for every script: a Hugging Face id, a local folder, or a built-in model.
+"""Loading a Hugging Face id or a local folder, LoRA adapters, the reference policy.
+
+The built-in models (`tiny`, `tiny-random`) sit a layer above this one: relrl.models.load_model
+resolves them and hands every other name to load_pretrained here.
 
 On CUDA the model loads in 4-bit NF4 (bitsandbytes, bf16 compute) or through Unsloth when asked;
 on a CPU it loads in float32. GPU-only packages are imported only when CUDA is present. LoRA
@@ -19,6 +22,8 @@ import torch
 from relrl.cli import UsageError
 
 log = logging.getLogger(__name__)
+# transformers, peft and safetensors are imported inside the functions that use them: the flag and
+# folder checks here run before any heavy import, so bad input is refused in a moment.
 
 BUILTIN_MODELS = ("tiny-random", "tiny")
 # All attention and MLP projections of Qwen/Llama-style blocks (the study's choice).
@@ -159,41 +164,45 @@ def check_bf16(name_or_path: str, flag: str = "--model") -> None:
                          "has no bfloat16 support; use an Ampere or newer GPU (A100, L40S, H100)")
 
 
-def load_model(name_or_path: str, *, load_in_4bit: bool | None = None, use_unsloth: bool = False,
-               seed: int = 0, flag: str = "--model"):
-    """(model, tokenizer) in eval mode. `seed` sets the weights of `tiny-random` and Unsloth's
-    random_state.
-
-    load_in_4bit=None means: 4-bit NF4 on CUDA for hub/local models, full precision otherwise.
-    """
+def check_load_flags(load_in_4bit: bool | None, use_unsloth: bool) -> None:
+    """Refuse GPU-only loading flags on a machine without CUDA."""
     cuda = torch.cuda.is_available()
     if load_in_4bit and not cuda:
         raise UsageError("--load-in-4bit: needs a CUDA GPU and none is available "
                          "(drop the flag to load in float32 on the CPU)")
     if use_unsloth and not cuda:
         raise UsageError("--unsloth: Unsloth needs a CUDA GPU and none is available")
-    check_model_source(name_or_path, flag)
-    if name_or_path not in BUILTIN_MODELS:
-        check_bf16(name_or_path, flag)
-        if load_in_4bit is False:
-            check_not_prequantized(name_or_path)
 
-    if name_or_path in BUILTIN_MODELS:
-        from relrl import tiny_models
 
-        model, tokenizer = tiny_models.load_builtin(name_or_path, seed=seed)
-        if cuda:
-            model.to("cuda")
-    elif use_unsloth:
-        model, tokenizer = _load_unsloth(name_or_path, load_in_4bit is not False, seed)
-    else:
-        model, tokenizer = _load_transformers(name_or_path, cuda and load_in_4bit is not False, cuda, flag)
-
+def finish_loading(model, tokenizer):
+    """What every loaded model gets: a pad token, left padding (for batched generation), eval mode."""
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
     model.eval()
     return model, tokenizer
+
+
+def load_pretrained(name_or_path: str, *, load_in_4bit: bool | None = None, use_unsloth: bool = False,
+                    seed: int = 0, flag: str = "--model"):
+    """(model, tokenizer) in eval mode from a hub id or a local folder. `seed` is Unsloth's
+    random_state. The built-in names are resolved a layer up, by relrl.models.load_model.
+
+    load_in_4bit=None means: 4-bit NF4 on CUDA, full precision otherwise.
+    """
+    if name_or_path in BUILTIN_MODELS:
+        raise ValueError(f"{name_or_path!r} is a built-in model: load it with relrl.models.load_model")
+    cuda = torch.cuda.is_available()
+    check_load_flags(load_in_4bit, use_unsloth)
+    check_model_source(name_or_path, flag)
+    check_bf16(name_or_path, flag)
+    if load_in_4bit is False:
+        check_not_prequantized(name_or_path)
+    if use_unsloth:
+        model, tokenizer = _load_unsloth(name_or_path, load_in_4bit is not False, seed)
+    else:
+        model, tokenizer = _load_transformers(name_or_path, cuda and load_in_4bit is not False, cuda, flag)
+    return finish_loading(model, tokenizer)
 
 
 def _load_transformers(name_or_path: str, four_bit: bool, cuda: bool, flag: str):

@@ -16,6 +16,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from relrl.logprobs import pack_sequences
+from relrl.prompting import build_training_text
+
 IGNORE = -100  # label of a token the loss skips
 
 
@@ -90,8 +93,6 @@ def encode(tokenizer, prompt: str, completion: str, max_length: int) -> tuple[li
 def build_examples(rows: list[dict], tokenizer, max_length: int) -> tuple[list[Example],
                                                                           BuildStats]:
     """SFT examples of dataset rows (loaded by relrl.data.load_dataset) and what was bent."""
-    from relrl.prompting import build_training_text
-
     stats = BuildStats(rows=len(rows))
     examples = []
     for row in rows:
@@ -110,8 +111,6 @@ def build_examples(rows: list[dict], tokenizer, max_length: int) -> tuple[list[E
 
 def collate(pairs: list[tuple[list[int], list[int]]], pad_id: int) -> Batch:
     """Batch (prompt ids, completion ids) pairs in the rollout layout, with labels."""
-    from relrl.logprobs import pack_sequences
-
     input_ids, attention, width_p = pack_sequences([p for p, _ in pairs], [c for _, c in pairs],
                                                    pad_id)
     labels = input_ids.masked_fill(attention == 0, IGNORE)

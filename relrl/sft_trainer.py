@@ -37,12 +37,19 @@ import torch
 from tqdm import tqdm
 
 from relrl import distributed
+from relrl import evaluation as ev
 from relrl.checkpointing import (StopFlag, list_checkpoints, load_checkpoint, prepare_output_dir,
                                  run_fingerprint, save_checkpoint)
-from relrl.cli import UsageError, env_default, load_in_4bit_flag
-from relrl.data import atomic_write_json, atomic_write_jsonl, questions_fingerprint, read_json
+from relrl.cli import ArgumentParser, UsageError, add_load_args, env_default, load_in_4bit_flag, positive_int
+from relrl.data import atomic_write_json, atomic_write_jsonl, load_dataset, questions_fingerprint, read_json
+from relrl.evaluation import EvalSettings, check_rows, progress_path
+from relrl.folds import kfold_by_group
 from relrl.grpo_trainer import warmup_cosine
-from relrl.sft_data import collate_examples, optimizer_batches
+from relrl.logprobs import completion_logprobs
+from relrl.modeling import attach_lora, check_model_source, device_of, reference_policy, save_adapter
+from relrl.models import load_model
+from relrl.sft_data import build_examples, collate_examples, optimizer_batches
+from relrl.stats import mcnemar
 from relrl.tracking import RUN_FILES as TRACKING_FILES, Tracker, add_report_to_arg, open_tracker
 
 LOG_FILE, STATS_FILE, EVAL_FILE, SUMMARY_FILE = ("train_log.jsonl", "statistics.json",
@@ -253,9 +260,6 @@ class NEFTune:
 
 def token_nll(model, batch) -> tuple[torch.Tensor, int]:
     """(summed negative log-likelihood of the labelled tokens, their number) of a Batch."""
-    from relrl.logprobs import completion_logprobs
-    from relrl.modeling import device_of
-
     device = device_of(model)
     logp = completion_logprobs(model, batch.input_ids.to(device), batch.attention_mask.to(device),
                                batch.prompt_width, batch.input_ids.shape[0])
@@ -349,8 +353,6 @@ class FoldPlan:
 
 def run_files() -> tuple[str, ...]:
     """Files in a fold folder that --overwrite clears along with its checkpoints."""
-    from relrl.evaluation import progress_path
-
     target = Path(EVAL_FILE)
     return (LOG_FILE, STATS_FILE, EVAL_FILE, progress_path(target, "base").name,
             progress_path(target, "finetuned").name, *TRACKING_FILES)
@@ -360,8 +362,6 @@ def plan_runs(cfg: SFTConfig, rows: list[dict], output_dir: Path, *, folds: int,
               fold_seed: int, train_all: bool, resume, overwrite: bool) -> list[FoldPlan]:
     """Every adapter this invocation trains, each output folder checked (refusing another
     run's checkpoints): all before a model is loaded."""
-    from relrl.folds import kfold_by_group
-
     if train_all:
         if folds != 1:
             raise UsageError(f"--train-all trains one adapter on all rows: use --folds 1, not {folds}")
@@ -397,9 +397,6 @@ def plan_runs(cfg: SFTConfig, rows: list[dict], output_dir: Path, *, folds: int,
 def train_adapter(cfg: SFTConfig, plan: FoldPlan, model, tokenizer,
                   tracker: Tracker | None = None) -> dict:
     """Attach a fresh LoRA, train it on the plan's rows (resuming when asked), save it."""
-    from relrl.modeling import attach_lora, save_adapter
-    from relrl.sft_data import build_examples
-
     examples, built = build_examples(plan.train_rows, tokenizer, cfg.max_length)
     for note in built.warnings() if distributed.is_main() else ():
         print(f"warning: {plan.name}: {note}", file=sys.stderr, flush=True)
@@ -428,9 +425,6 @@ def evaluate_fold(cfg: SFTConfig, plan: FoldPlan, model, tokenizer, settings, *,
                   fold_seed: int) -> dict:
     """The fold's adapter against the base (adapter off) on the held-out rows: a pair result
     with McNemar's test, written to fold_k/evaluation.json."""
-    from relrl import evaluation as ev
-    from relrl.modeling import reference_policy
-
     target = plan.run_dir / EVAL_FILE
     common = dict(model_path=cfg.model, dataset=cfg.dataset)
     base_name = ev.model_label(cfg.model)
@@ -464,8 +458,6 @@ def _spread(values: list[float]) -> dict:
 
 def summarize(output_dir: Path, folds: int) -> dict | None:
     """The cross-validation summary from the fold files on disk (None when there are none)."""
-    from relrl.stats import mcnemar
-
     found = [(k, output_dir / f"fold_{k}" / EVAL_FILE) for k in range(folds)]
     pairs = [(k, read_json(path)) for k, path in found if path.exists()]
     if not pairs:
@@ -521,8 +513,6 @@ def write_summary(output_dir: Path, folds: int) -> dict | None:
 
 
 def build_parser(default_model: str, default_output: str, about: str):
-    from relrl.cli import ArgumentParser, add_load_args, positive_int
-
     d = SFTConfig()
     p = ArgumentParser(description=about, epilog=distributed.launch_help(
         "training/sft_qwen3_kfold.py"), formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -607,8 +597,6 @@ def config_from_args(args) -> SFTConfig:
 
 
 def eval_settings_from_args(args):
-    from relrl.evaluation import EvalSettings
-
     if not args.eval_temperature > 0:
         raise UsageError(f"--eval-temperature: must be > 0, got {args.eval_temperature}")
     if not 0 < args.eval_top_p <= 1:
@@ -624,10 +612,6 @@ def eval_settings_from_args(args):
 
 def main(argv=None, *, default_model: str, default_output: str, about: str) -> int:
     """Validate everything (flags, dataset, folds, output folders), then train and score."""
-    from relrl.data import load_dataset
-    from relrl.evaluation import check_rows
-    from relrl.modeling import check_model_source
-
     args = build_parser(default_model, default_output, about).parse_args(argv)
     folds = args.folds if args.folds is not None else (1 if args.train_all else 5)
     if args.fold is None and not args.train_all:  # an array job's task id picks its fold
@@ -654,8 +638,6 @@ def main(argv=None, *, default_model: str, default_output: str, about: str) -> i
 
 
 def _train_and_score(cfg, args, rows, output_dir: Path, folds: int, settings) -> int:
-    from relrl.modeling import load_model
-
     # the output folders are checked (and --overwrite cleared) by rank 0 alone
     plans = distributed.on_main(lambda: plan_runs(
         cfg, rows, output_dir, folds=folds, fold=args.fold, fold_seed=args.fold_seed,

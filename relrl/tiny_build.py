@@ -27,7 +27,18 @@ from pathlib import Path
 
 import torch
 
+from relrl.cli import ArgumentParser, run_main
+from relrl.engines import SamplingConfig, make_engine, question_seed
+from relrl.grading import grade
+from relrl.prompting import SYSTEM_PROMPT, build_prompt, build_training_text
 from relrl.tiny_models import REPO_ROOT, cache_root, name_model, new_model, qwen3_config
+from relrl.tiny_tokenizer import train_tokenizer
+
+# generators/ is a folder of scripts beside the package, not an installed package.
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+from generators.families.dataset import generate_rows  # noqa: E402
+from generators.families.registry import FAMILIES  # noqa: E402
 
 RECIPE_NOTES = """
 Sizing runs, all on generated problems from the 63 families, one epoch, loss on the solution.
@@ -88,7 +99,7 @@ def tiny_dir(recipe: Recipe = RECIPE) -> Path:
 
 def load_or_build_tiny(recipe: Recipe = RECIPE, folder: Path | None = None):
     """(model, tokenizer) of `tiny`, building it first if the cache lacks it."""
-    from transformers import AutoTokenizer, Qwen3ForCausalLM
+    from transformers import AutoTokenizer, Qwen3ForCausalLM  # seconds to import: only when loaded
 
     folder = Path(folder or tiny_dir(recipe))
     if not (folder / "accuracy.json").is_file():
@@ -125,12 +136,7 @@ def _threads(n: int):
 
 
 def _generators():
-    """(all problem families, generate_rows) from generators/, a folder of scripts."""
-    if str(REPO_ROOT) not in sys.path:
-        sys.path.insert(0, str(REPO_ROOT))
-    from generators.families.dataset import generate_rows
-    from generators.families.registry import FAMILIES
-
+    """(all problem families, generate_rows) from generators/."""
     return list(FAMILIES.values()), generate_rows
 
 
@@ -140,8 +146,6 @@ def training_rows(recipe: Recipe) -> list[dict]:
 
 
 def _encode(tokenizer, rows):
-    from relrl.prompting import build_training_text
-
     pairs = []
     for row in rows:
         prompt, completion = build_training_text(tokenizer, row["question"], row["reasoning"])
@@ -211,10 +215,6 @@ def pretrain(model, pairs, recipe: Recipe, pad_id: int, log=print) -> list[float
 
 def family_accuracy(model, tokenizer, recipe: Recipe, exclude: frozenset[str]) -> dict:
     """Accuracy by family on fresh questions, `eval_samples` samples each at T=1.0, top-p 0.95."""
-    from relrl.grading import grade
-    from relrl.prompting import build_prompt
-    from relrl.engines import SamplingConfig, question_seed, make_engine
-
     families, generate_rows = _generators()
     rows = generate_rows(families, recipe.eval_per_family * len(families), recipe.seed + 1,
                          paraphrases=0, exclude=exclude)
@@ -257,9 +257,6 @@ def format_accuracy(report: dict) -> str:
 
 def build_tiny(recipe: Recipe, folder: Path, log=print) -> dict:
     """Build into a temporary folder beside `folder`, then move it into place."""
-    from relrl.tiny_tokenizer import train_tokenizer
-    from relrl.prompting import SYSTEM_PROMPT
-
     started = time.time()
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -297,8 +294,6 @@ def build_tiny(recipe: Recipe, folder: Path, log=print) -> dict:
 
 
 def main() -> None:
-    from relrl.cli import ArgumentParser, run_main
-
     parser = ArgumentParser(description="Build the built-in `tiny` model and print its accuracy.")
     parser.add_argument("--force", action="store_true", help="rebuild even if cached")
 

@@ -1,7 +1,8 @@
 """The built-in models: `tiny-random` (random weights, instant) and `tiny` (trained, cached).
 
 Both are Qwen3ForCausalLM with a locally trained byte-level BPE tokenizer, so every script runs
-the same code path on a laptop as on Qwen3-8B, with nothing downloaded.
+the same code path on a laptop as on Qwen3-8B, with nothing downloaded. Load them by name
+with relrl.models.load_model; `tiny` is built by relrl.tiny_build.
 """
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import os
 from pathlib import Path
 
 import torch
-from transformers import GenerationConfig, Qwen3Config, Qwen3ForCausalLM
+
+from relrl.tiny_tokenizer import fixed_tokenizer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -23,7 +25,11 @@ def cache_root() -> Path:
     return Path(os.environ.get("RELRL_CACHE") or REPO_ROOT / ".cache" / "relrl")
 
 
+# transformers' model classes are imported where a model is made: importing them costs seconds,
+# and every trainer and evaluation script imports this module (through relrl.models).
 def qwen3_config(tokenizer, max_positions: int = 2048, **dims) -> Qwen3Config:
+    from transformers import Qwen3Config
+
     stop = tokenizer.convert_tokens_to_ids("<|im_end|>")
     return Qwen3Config(
         vocab_size=len(tokenizer),
@@ -39,6 +45,8 @@ def qwen3_config(tokenizer, max_positions: int = 2048, **dims) -> Qwen3Config:
 
 def new_model(config: Qwen3Config, seed: int, name: str) -> Qwen3ForCausalLM:
     """Freshly initialised weights that depend only on `seed` (global RNG left untouched)."""
+    from transformers import GenerationConfig, Qwen3ForCausalLM
+
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = Qwen3ForCausalLM(config)
@@ -55,18 +63,7 @@ def name_model(model, name: str) -> None:
 
 
 def build_tiny_random(seed: int = 0):
-    from relrl.tiny_tokenizer import fixed_tokenizer
-
     tokenizer = fixed_tokenizer()
     model = new_model(qwen3_config(tokenizer, **TINY_RANDOM_DIMS), seed, "tiny-random")
     return model.float().eval(), tokenizer
 
-
-def load_builtin(name: str, seed: int = 0):
-    if name == "tiny-random":
-        return build_tiny_random(seed)
-    if name == "tiny":
-        from relrl.tiny_build import load_or_build_tiny
-
-        return load_or_build_tiny()
-    raise ValueError(f"unknown built-in model {name!r}")

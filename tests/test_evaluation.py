@@ -145,7 +145,7 @@ def test_compare_models_reports_the_studys_fields(tmp_path):
 
 
 def test_score_model_on_tiny_random_is_reproducible_per_question(tmp_path):
-    from relrl.modeling import load_model
+    from relrl.models import load_model
 
     model, tokenizer = load_model("tiny-random")
     rows = load_dataset(write_rows(tmp_path / "d.jsonl", 6))

@@ -12,12 +12,11 @@ import torch
 from relrl import modeling
 from relrl.cli import UsageError
 from relrl.logprobs import completion_logprobs, naive_logprobs, pack_sequences
-from relrl.modeling import (attach_lora, device_of, generation_mode, is_checkpointing,
-                            load_model)
+from relrl.modeling import attach_lora, device_of, generation_mode, is_checkpointing
+from relrl.models import load_builtin, load_model
 from relrl.prompting import build_prompt
 from relrl.engines.base import SamplingConfig
 from relrl.engines.hf import generate
-from relrl.tiny_models import load_builtin
 
 
 class FakeFastLanguageModel:

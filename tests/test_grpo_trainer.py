@@ -12,7 +12,8 @@ import torch
 
 from relrl.cli import UsageError
 from relrl.grpo_trainer import GRPOConfig, GRPOTrainer, main, warmup_cosine
-from relrl.modeling import attach_lora, load_model
+from relrl.modeling import attach_lora
+from relrl.models import load_model
 from waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -373,7 +374,10 @@ def no_model(monkeypatch):
     """Fail loudly if a bad-input run gets as far as loading a model."""
     def refuse(*args, **kwargs):
         raise AssertionError("a model was loaded before the input was checked")
-    monkeypatch.setattr("relrl.modeling.load_model", refuse)
+    # The trainer's own binding (imported at the top of relrl.grpo_trainer), and the loader
+    # below it, so neither a built-in nor a hub model slips through.
+    monkeypatch.setattr("relrl.grpo_trainer.load_model", refuse)
+    monkeypatch.setattr("relrl.models.load_pretrained", refuse)
 
 
 def bad(capsys, variant, *args):

@@ -3,7 +3,8 @@ import pytest
 import torch
 
 from relrl.logprobs import completion_logprobs, naive_logprobs, pack_sequences
-from relrl.modeling import attach_lora, load_model, reference_policy
+from relrl.modeling import attach_lora, reference_policy
+from relrl.models import load_model
 from relrl.prompting import build_prompt
 from relrl.engines.base import SamplingConfig
 from relrl.engines.hf import generate

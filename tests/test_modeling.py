@@ -7,7 +7,8 @@ import torch
 from relrl.cli import UsageError
 from relrl.logprobs import completion_logprobs, pack_sequences
 from relrl.modeling import (DEFAULT_TARGET_MODULES, attach_lora, check_adapter_dir, device_of,
-                            load_adapter, load_model, reference_policy, save_adapter)
+                            load_adapter, reference_policy, save_adapter)
+from relrl.models import load_model
 from relrl.tiny_models import new_model, qwen3_config
 
 NO_CUDA = not torch.cuda.is_available()

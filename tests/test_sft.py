@@ -20,7 +20,7 @@ SCRIPT = ROOT / "training" / "sft_qwen3_kfold.py"
 
 @pytest.fixture(scope="module")
 def tiny_random():
-    from relrl.modeling import load_model
+    from relrl.models import load_model
 
     return load_model("tiny-random")
 

@@ -61,7 +61,7 @@ def work(tmp_path_factory):
     if reason:
         cluster_unavailable(reason)
     # Build the tiny model once here, not in several array tasks at the same time.
-    python("-c", f"from relrl.modeling import load_model; load_model({MODEL!r})")
+    python("-c", f"from relrl.models import load_model; load_model({MODEL!r})")
     return tmp_path_factory.mktemp("slurm")
 
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from relrl.modeling import load_model
+from relrl.models import load_model
 from relrl.prompting import SYSTEM_PROMPT, build_prompt, build_training_text
 from relrl.tiny_build import RECIPE, build_tiny, load_or_build_tiny, tiny_dir
 from relrl.tiny_tokenizer import fixed_tokenizer

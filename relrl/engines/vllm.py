@@ -15,7 +15,8 @@
   LLMEngine.step), and should_stop is asked before every step: a stop aborts the requests and
   raises CollectionStopped within one decoding step.
 The built-in `tiny` is served from its cache folder; `tiny-random`, built in memory, is saved
-to the temporary folder first.
+to the temporary folder first (relrl.models.base_folder, passed in: the built-in models sit
+above this layer).
 """
 from __future__ import annotations
 
@@ -79,13 +80,9 @@ def adapter_rank(model=None, adapter: str | None = None) -> int | None:
 
 
 def load_tokenizer(name: str):
-    """The tokenizer alone, set up as relrl.modeling.load_model sets it."""
-    from relrl.modeling import BUILTIN_MODELS, check_model_source, load_model
-
-    check_model_source(name)
-    if name in BUILTIN_MODELS:  # a few MB: loading the model too costs nothing
-        return load_model(name)[1]
-    from transformers import AutoTokenizer
+    """The tokenizer alone of a hub id or folder, set up as relrl.modeling.finish_loading sets it
+    (relrl.models.load_tokenizer also takes the built-in names)."""
+    from transformers import AutoTokenizer  # its auto classes cost seconds: only for vLLM
 
     try:
         tokenizer = AutoTokenizer.from_pretrained(name)
@@ -98,30 +95,8 @@ def load_tokenizer(name: str):
     return tokenizer
 
 
-def _base_folder(source: str, seed: int, scratch: Path) -> str:
-    """What vLLM loads: a hub id or folder as given, the built-in models from disk."""
-    if source == "tiny":
-        from relrl.tiny_build import tiny_dir
-
-        folder = tiny_dir()
-        if not (folder / "config.json").is_file():
-            from relrl.tiny_build import load_or_build_tiny
-
-            load_or_build_tiny()
-        return str(folder)
-    if source == "tiny-random":
-        from relrl.tiny_models import build_tiny_random
-
-        model, tokenizer = build_tiny_random(seed)  # the weights load_model gives for this seed
-        folder = scratch / "tiny-random"
-        model.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-        return str(folder)
-    return source
-
-
 def _max_model_len(folder: str, max_new_tokens: int) -> int:
-    from transformers import AutoConfig
+    from transformers import AutoConfig  # its auto classes cost seconds: only for vLLM
 
     positions = getattr(AutoConfig.from_pretrained(folder), "max_position_embeddings", None)
     wanted = max_new_tokens + PROMPT_ROOM
@@ -132,7 +107,8 @@ class VLLMEngine(Engine):
     name = "vllm"
 
     def __init__(self, source: str, tokenizer, *, model=None, adapter: str | None = None,
-                 seed: int = 0, max_new_tokens: int = 3072, gpu_memory_utilization: float = 0.35):
+                 seed: int = 0, max_new_tokens: int = 3072, gpu_memory_utilization: float = 0.35,
+                 base_folder=None):
         vllm = import_vllm()
         from vllm.lora.request import LoRARequest
 
@@ -145,7 +121,8 @@ class VLLMEngine(Engine):
         cuda = torch.cuda.is_available()
         self.sleeps = cuda  # sleep mode is a CUDA feature
         rank = adapter_rank(model, adapter)
-        folder = _base_folder(source, seed, self.scratch)
+        # base_folder (from relrl.models) saves a built-in model where vLLM can load it.
+        folder = base_folder(source, seed, self.scratch) if base_folder else source
         kwargs = dict(model=folder, tokenizer=folder, seed=seed,
                       max_model_len=_max_model_len(folder, max_new_tokens),
                       gpu_memory_utilization=gpu_memory_utilization,
