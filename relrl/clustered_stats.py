@@ -23,6 +23,8 @@ from typing import Sequence
 
 import numpy as np
 
+from relrl.stats import exact_sign_flip_p
+
 EXACT_LIMIT = 5_000_000  # largest integer-scaled sum the exact test's table may span
 
 
@@ -79,7 +81,7 @@ def sign_flip_test(diffs: Sequence[Fraction | float | int], *, n_perm: int = 200
         total = sum(abs(s) for s in steps)
         if total <= EXACT_LIMIT:
             return {"test": "exact paired sign-flip permutation test over groups",
-                    "mean_diff": mean, "p": _exact_sign_flip_p(steps), "groups": n,
+                    "mean_diff": mean, "p": exact_sign_flip_p(steps), "groups": n,
                     "exact": True}
     x = np.asarray([float(d) for d in diffs])
     rng = np.random.default_rng(seed)
@@ -94,22 +96,6 @@ def sign_flip_test(diffs: Sequence[Fraction | float | int], *, n_perm: int = 200
     return {"test": "Monte Carlo paired sign-flip permutation test over groups",
             "mean_diff": mean, "p": (hits + 1) / (n_perm + 1), "groups": n, "exact": False,
             "n_perm": n_perm, "seed": seed}
-
-
-def _exact_sign_flip_p(steps: Sequence[int]) -> float:
-    magnitudes = [abs(s) for s in steps if s]
-    if not magnitudes:
-        return 1.0
-    observed, total = abs(sum(steps)), sum(magnitudes)
-    # dist[t]: probability that the magnitudes keeping a + sign sum to t; the statistic is 2t - total
-    dist = np.zeros(total + 1)
-    dist[0] = 1.0
-    for m in magnitudes:
-        shifted = np.zeros_like(dist)
-        shifted[m:] = dist[:-m]
-        dist = 0.5 * (dist + shifted)
-    stat = np.abs(2 * np.arange(total + 1) - total)
-    return float(min(1.0, dist[stat >= observed].sum()))
 
 
 def cluster_bootstrap_ci(diffs: Sequence[float], strata: Sequence[str] | None = None, *,

@@ -156,9 +156,20 @@ def paired_permutation_test(
         if not (0 <= cb <= nb and 0 <= cf <= nf):
             raise ValueError(f"pass counts out of range: {cb}/{nb}, {cf}/{nf}")
         steps.append(cf * (scale // nf) - cb * (scale // nb))
-    observed = sum(steps)
+    return {
+        "test": "exact paired sign-flip permutation test on per-question accuracy",
+        "mean_diff": sum(steps) / scale / n,
+        "p": exact_sign_flip_p(steps),
+        "n": n,
+    }
+
+
+def exact_sign_flip_p(steps) -> float:
+    """Two-sided p of sum(steps) under independent random signs of integer steps, exact."""
     magnitudes = [abs(s) for s in steps if s]
-    total = sum(magnitudes)
+    if not magnitudes:
+        return 1.0
+    observed, total = abs(sum(steps)), sum(magnitudes)
     # dist[t] = P(sum of the magnitudes that keep a + sign equals t); S = 2t - total
     dist = np.zeros(total + 1)
     dist[0] = 1.0
@@ -167,10 +178,4 @@ def paired_permutation_test(
         shifted[m:] = dist[:-m]
         dist = 0.5 * (dist + shifted)
     stat = np.abs(2 * np.arange(total + 1) - total)
-    p = float(dist[stat >= abs(observed)].sum()) if magnitudes else 1.0
-    return {
-        "test": "exact paired sign-flip permutation test on per-question accuracy",
-        "mean_diff": observed / scale / n,
-        "p": min(1.0, p),
-        "n": n,
-    }
+    return float(min(1.0, dist[stat >= observed].sum()))
