@@ -20,7 +20,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from relrl import evaluation as ev
 from relrl.cli import ArgumentParser, run_main
-from relrl.data import load_dataset
 
 DEFAULT_MODEL = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
 
@@ -34,13 +33,7 @@ def parse_args(argv=None):
 
 
 def main(argv=None):
-    parser, args = parse_args(argv)
-    if not args.dataset:
-        parser.error("--dataset is required (or set DATASET_PATH)")
-    rows = load_dataset(args.dataset)[: args.max_questions]  # a bad row stops us first
-    ev.require_adapter_and_dataset(parser, args)
-    args.output = ev.study_output(args)
-    return ev.run_cli(args, rows)
+    return ev.run_study_cli(*parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from relrl.cli import UsageError, add_load_args, env_default, parse_shard, positive_int
-from relrl.data import DatasetError, ProgressFile, atomic_write_json, questions_fingerprint, read_json
+from relrl.data import (DatasetError, ProgressFile, atomic_write_json, load_dataset,
+                        questions_fingerprint, read_json)
 from relrl.engines import Engine, SamplingConfig, add_engine_args, question_seed
 from relrl.grading import grade
 from relrl.modeling import check_adapter_dir, check_model_source
@@ -373,6 +374,17 @@ def require_adapter_and_dataset(parser, args) -> None:
         parser.error("--adapter is required (or set LORA_PATH)")
     if not args.dataset:
         parser.error("--dataset is required (or set DATASET_PATH)")
+
+
+def run_study_cli(parser, args) -> int:
+    """The study's evaluation scripts: the dataset checked first (a bad row stops us before
+    anything else), then the adapter, then the output path, then the run."""
+    if not args.dataset:
+        parser.error("--dataset is required (or set DATASET_PATH)")
+    rows = load_dataset(args.dataset)[: args.max_questions]
+    require_adapter_and_dataset(parser, args)
+    args.output = study_output(args)
+    return run_cli(args, rows)
 
 
 def study_output(args) -> Path:
