@@ -34,8 +34,12 @@ $(VENV)/.installed: $(REQUIREMENTS)
 	fi
 	touch $@
 
+# The built-in tiny model first (about 8 minutes on 2 cores the first time, then cached), so no
+# test pays for its build inside its own timeout; then the tests, one pytest-xdist worker per
+# core, each test file on one worker (files share module fixtures such as the FAST demo).
 test: install
-	$(PY) -m pytest -q $(PYTEST_ARGS) tests
+	$(PY) -m relrl.tiny_build
+	$(PY) -m pytest -q -n auto --dist loadfile $(PYTEST_ARGS) tests
 
 demo: install
 	$(PY) demo.py $(if $(FAST),--fast,)

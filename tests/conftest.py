@@ -12,3 +12,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 SEED_DATA = ROOT.parent / "shared" / "seed-data"
+
+
+
+def pytest_collection_modifyitems(items):
+    """Files with a slow test first, each file's tests kept together and in order: under
+    `make test` (pytest-xdist, whole files per worker) the longest files start at once and
+    overlap the short ones instead of forming the run's tail."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
