@@ -39,9 +39,9 @@ CONFIGS = {
                  ood_topics="growth,spares,importance", screen_samples=4, max_new_tokens=160,
                  sft_epochs=2, sft_lr=2e-4, grpo_steps=300, grpo_val_every=50, grpo_lr=2e-3,
                  grpo_warm_lr=1e-3, grpo_grad_accum=4),
-    "fast": dict(n_master=150, paraphrases=1, val_frac=0.15, holdout_frac=0.2,
+    "fast": dict(n_master=100, paraphrases=1, val_frac=0.15, holdout_frac=0.2,
                  ood_topics="growth,spares,importance", screen_samples=4, max_new_tokens=160,
-                 sft_epochs=1, sft_lr=2e-4, grpo_steps=8, grpo_val_every=4, grpo_lr=2e-3,
+                 sft_epochs=1, sft_lr=2e-4, grpo_steps=4, grpo_val_every=2, grpo_lr=2e-3,
                  grpo_warm_lr=1e-3, grpo_grad_accum=4),
 }
 # The replicated study (`--seeds`): the full miniature with the changes its pre-registration
@@ -301,6 +301,7 @@ class Demo:
                 (dest / name).write_bytes((self.work / run / name).read_bytes())
         titles = {**SET_TITLES, **({"retention": RETENTION_TITLE}
                                    if "retention" in self.eval_sets() else {})}
+        jobs = []
         for name in titles:
             (plots / name).mkdir(exist_ok=True)
             files = sorted((self.out / "eval" / name).glob("*.json"))
@@ -308,11 +309,12 @@ class Demo:
             if name == "holdout":  # one call also draws the training curves
                 extra = [a for run in ("exp7", "exp10", "exp7_passrate") for a in
                          ("--grpo-log", self.out / f"grpo_{run}" / "train_log.jsonl")]
-            self.run(f"compare_{name}", ["evaluation/compare_results.py", *files,
-                                         "--base", "base", "--title", titles[name],
-                                         "--output-md", self.out / f"compare_{name}.md",
-                                         "--output-json", self.out / f"compare_{name}.json",
-                                         "--plots-dir", plots / name, *extra])
+            jobs.append((f"compare_{name}", ["evaluation/compare_results.py", *files,
+                                             "--base", "base", "--title", titles[name],
+                                             "--output-md", self.out / f"compare_{name}.md",
+                                             "--output-json", self.out / f"compare_{name}.json",
+                                             "--plots-dir", plots / name, *extra], None))
+        self.run_side_by_side(jobs)
         self.write_report()
 
     def write_report(self) -> None:

@@ -9,7 +9,9 @@ import pytest
 
 from conftest import ROOT
 
-pytestmark = pytest.mark.slow
+# The whole FAST demo runs in the first test's setup: pytest-timeout's limit (pytest.ini, 900 s)
+# must cover it on a loaded machine, as the subprocess timeout below does.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 SETS = ("train", "heldout", "holdout", "ood")
 
