@@ -36,10 +36,11 @@ $(VENV)/.installed: $(REQUIREMENTS)
 
 # The built-in tiny model first (about 8 minutes on 2 cores the first time, then cached), so no
 # test pays for its build inside its own timeout; then the tests, one pytest-xdist worker per
-# core, each test file on one worker (files share module fixtures such as the FAST demo).
+# core, each test file on one worker (files share module fixtures such as the FAST demo), in
+# the order tests/conftest.py gives them (the files with slow tests first).
 test: install
 	$(PY) -m relrl.tiny_build
-	$(PY) -m pytest -q -n auto --dist loadfile $(PYTEST_ARGS) tests
+	$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS) tests
 
 demo: install
 	$(PY) demo.py $(if $(FAST),--fast,)
