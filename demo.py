@@ -9,7 +9,7 @@ printed, so this file doubles as a worked example of the commands. A stage whose
 is skipped, and every script resumes from its own progress files: a killed demo loses nothing.
 
   python demo.py            # the full miniature (18 minutes on 2 cores with tiny cached)
-  python demo.py --fast     # a 2-minute look; its numbers are labelled FAST
+  python demo.py --fast     # a 5-minute look; its numbers are labelled FAST
   python demo.py --seeds 2,3,4   # the replicated study (results/demo-replication/, about
                                  # an estimated 50 minutes a seed on 2 cores), then its pooled report
 """
@@ -49,7 +49,7 @@ CONFIGS = {
 # primary comparison's power (evaluation/power_analysis.py), K samples per question on the
 # held-out mixed-style and retention sets and in validation, evaluation seeds apart from the
 # screening seeds (sets chosen on screening samples are measured on fresh ones), the retention
-# set, and the predictive pass-rate sampler. "replication-fast" is its 3-minute smoke version.
+# set, and the predictive pass-rate sampler. "replication-fast" is its smoke version.
 REPLICATION = dict(eval_samples=4, val_samples=4, eval_seed_offset=1000, retention_min_score=2,
                    pass_rate_scheme="predictive")
 CONFIGS["replication"] = {**CONFIGS["full"], "n_master": 2800, **REPLICATION}
@@ -330,7 +330,7 @@ STAGES = ("data", "tiny", "screen", "train", "evaluate", "report")
 
 def parse_args(argv=None):
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--fast", action="store_true", help="the 3-minute version (FAST)")
+    parser.add_argument("--fast", action="store_true", help="the 5-minute version (FAST)")
     parser.add_argument("--seed", type=int, default=None, help="one seed for every stage (0)")
     parser.add_argument("--seeds", default=None, help="the replicated study: comma-separated "
                         "seeds, each run as the miniature's stages into <results>/seed-N/, then "
