@@ -2,12 +2,16 @@
 import itertools
 import math
 import re
+import tracemalloc
+import warnings
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from relrl.stats import (bootstrap_ci, discordant, holm, mcnemar, paired_bootstrap_ci,
-                         paired_permutation_test, pass_at_k, wilson_interval)
+from relrl.stats import (_BOOT_CELLS, bootstrap_ci, discordant, holm, mcnemar,
+                         paired_bootstrap_ci, paired_permutation_test, pass_at_k,
+                         wilson_interval)
 
 
 def test_mcnemar_study_split_15_4():
@@ -179,6 +183,12 @@ def test_bad_confidence_is_refused():
     (lambda: wilson_interval(5, 3), "need 0 <= k <= n, got k=5, n=3"),
     (lambda: bootstrap_ci([]), "need a non-empty list of values"),
     (lambda: bootstrap_ci([[1.0, 2.0]]), "need a non-empty list of values"),
+    (lambda: paired_bootstrap_ci([], []),
+     "need two non-empty paired score lists of equal length"),
+    (lambda: paired_bootstrap_ci([0.0, 1.0], [1.0]),  # would broadcast without the check
+     "need two non-empty paired score lists of equal length"),
+    (lambda: paired_bootstrap_ci([[0.0, 1.0]], [[1.0, 1.0]]),
+     "need two non-empty paired score lists of equal length"),
     (lambda: pass_at_k(3, 4, 1), "need 0 <= c <= n and 1 <= k <= n, got n=3, c=4, k=1"),
     (lambda: pass_at_k(3, 1, 4), "need 0 <= c <= n and 1 <= k <= n, got n=3, c=1, k=4"),
     (lambda: paired_permutation_test([], 1, [], 1),
@@ -211,3 +221,119 @@ def test_permutation_test_with_different_sample_counts():
     assert result["mean_diff"] == pytest.approx(1 / 6)
     assert result["test"] == "exact paired sign-flip permutation test on per-question accuracy"
     assert result["n"] == 1 and result["p"] == 1.0
+
+
+# -- the bootstrap's parameters, defaults and memory bound (mutation testing) -------------------
+def _continuous_scores(seed, n=40):
+    # distinct continuous values: every resample mean differs, so any change in the resamples
+    # (seed, count) moves the interval
+    return np.random.default_rng(seed).random(n)
+
+
+def _exact_percentile_interval(values, confidence):
+    """The percentile interval of the exact bootstrap distribution of the mean, found by
+    enumerating all n^n resamples; only for confidences whose two quantiles fall well inside
+    an atom of that distribution, where 10_000 resamples give the atom itself."""
+    n = len(values)
+    means = sorted(sum(r) / n for r in itertools.product(values, repeat=n))
+    alpha = (1 - confidence) / 2
+    return means[int(alpha * len(means))], means[int((1 - alpha) * len(means))]
+
+
+def test_bootstrap_interval_is_the_percentile_interval_at_the_given_confidence():
+    # [0, 0, 1]: resample means 0, 1/3, 2/3, 1 with chances 8/27, 12/27, 6/27, 1/27
+    values = [0.0, 0.0, 1.0]
+    assert _exact_percentile_interval(values, 0.8) == (0.0, 2 / 3)
+    assert _exact_percentile_interval(values, 0.99) == (0.0, 1.0)
+    for confidence in (0.8, 0.99):
+        expected = _exact_percentile_interval(values, confidence)
+        assert bootstrap_ci(values, confidence=confidence) == expected
+        ci = paired_bootstrap_ci([0.0, 0.0, 0.0], values, confidence=confidence)
+        assert (ci["low"], ci["high"], ci["confidence"]) == (*expected, confidence)
+
+
+def test_bootstrap_n_boot_is_the_number_of_resamples():
+    # one resample: both percentiles are that resample's mean, one of k/3
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # scipy's standard error of one value
+        low, high = bootstrap_ci([0.0, 0.0, 1.0], n_boot=1)
+    assert low == high and low in (0.0, 1 / 3, 2 / 3, 1.0)
+
+
+def test_bootstrap_defaults_are_10000_resamples_seed_0_and_95_percent():
+    values = _continuous_scores(3)
+    default = bootstrap_ci(values)
+    assert default == bootstrap_ci(values, n_boot=10_000, confidence=0.95, seed=0)
+    # ... and the data are sensitive enough for another default to show
+    assert default != bootstrap_ci(values, n_boot=10_001)
+    assert default != bootstrap_ci(values, seed=1)
+    base = _continuous_scores(4)
+    ci = paired_bootstrap_ci(base, values)
+    assert ci == paired_bootstrap_ci(base, values, n_boot=10_000, confidence=0.95, seed=0)
+    assert ci != paired_bootstrap_ci(base, values, n_boot=10_001)
+    assert ci != paired_bootstrap_ci(base, values, seed=1)
+    assert ci["delta"] == float(np.mean(values - base))
+    assert (ci["confidence"], ci["n_boot"], ci["seed"]) == (0.95, 10_000, 0)
+
+
+def test_paired_bootstrap_reports_its_parameters():
+    ci = paired_bootstrap_ci([0.0, 1.0, 0.5], [1.0, 1.0, 0.0], n_boot=200, confidence=0.9,
+                             seed=7)
+    assert set(ci) == {"delta", "low", "high", "confidence", "n_boot", "seed"}
+    assert (ci["confidence"], ci["n_boot"], ci["seed"]) == (0.9, 200, 7)
+    assert ci["delta"] == pytest.approx(1 / 6)
+
+
+def test_bootstrap_is_reproducible_from_its_seed_on_continuous_data():
+    values, base = _continuous_scores(5), _continuous_scores(6)
+    assert bootstrap_ci(values, seed=3) == bootstrap_ci(values, seed=3)
+    assert bootstrap_ci(values, seed=3) != bootstrap_ci(values, seed=4)
+    assert paired_bootstrap_ci(base, values, seed=3) == paired_bootstrap_ci(base, values, seed=3)
+    assert paired_bootstrap_ci(base, values, seed=3) != paired_bootstrap_ci(base, values, seed=4)
+
+
+def test_bootstrap_averages_any_numeric_input_as_float64():
+    # exact per-question accuracies c_i / K as Fractions, and float32 arrays, give the same
+    # interval as the same numbers as Python floats (the mean is taken in double precision)
+    counts_base, counts_ft = [3, 0, 8, 5, 2, 7, 4, 1, 6, 8], [5, 1, 8, 6, 2, 8, 3, 4, 7, 8]
+    base = [Fraction(c, 8) for c in counts_base]
+    ft = [Fraction(c, 8) for c in counts_ft]
+    base_f, ft_f = [c / 8 for c in counts_base], [c / 8 for c in counts_ft]
+    assert bootstrap_ci(ft) == bootstrap_ci(ft_f)
+    assert paired_bootstrap_ci(base, ft) == paired_bootstrap_ci(base_f, ft_f)
+    assert paired_bootstrap_ci(base, ft_f) == paired_bootstrap_ci(base_f, ft_f)
+    assert paired_bootstrap_ci(base_f, ft) == paired_bootstrap_ci(base_f, ft_f)
+    single = _continuous_scores(7).astype(np.float32)
+    assert bootstrap_ci(single) == bootstrap_ci(single.astype(np.float64))
+
+
+@pytest.mark.parametrize("size, n_boot", [(1_000, 10_000), (1_900_000, 4)])
+def test_bootstrap_memory_is_bounded_by_boot_cells(size, n_boot):
+    # resamples are drawn in batches of max(1, _BOOT_CELLS // n) rows, so the bootstrap holds
+    # about three float64/int64 arrays of at most max(_BOOT_CELLS, n) cells (this batch's
+    # indices and values, the previous batch's values); unbatched, the first case holds 5x
+    # that, and two rows a batch in the second (n > _BOOT_CELLS / 2) hold 2x
+    values = _continuous_scores(8, size)
+    limit = 4 * 8 * max(_BOOT_CELLS, size)
+    tracemalloc.start()
+    try:
+        bootstrap_ci(values, n_boot=n_boot)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < limit
+
+
+def test_sign_flip_p_is_exactly_one_without_evidence():
+    # no question changed: p = 1
+    assert paired_permutation_test([1, 0, 2], 2, [1, 0, 2], 2)["p"] == 1.0
+    # 39 gained, 39 lost: the observed sum 0 is the least extreme, p = 1; the float
+    # distribution sums to 1 + 2^-52 here, so the cap at 1 is what makes it exact
+    out = paired_permutation_test([1] * 39 + [0] * 39, 1, [0] * 39 + [1] * 39, 1)
+    assert out["p"] == 1.0 and out["mean_diff"] == 0.0
+
+
+def test_pass_at_k_is_one_when_fewer_than_k_samples_are_wrong_even_for_large_n():
+    # C(n - c, k) = 0; the product form would overflow to inf * 0 = nan here
+    assert pass_at_k(2000, 2000, 1500) == 1.0
+    assert pass_at_k(2000, 1990, 1500) == 1.0

@@ -22,8 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 WORK = ROOT / ".mutants"
 EQUIVALENT = Path(__file__).with_name("equivalent.md")
-# module -> its fast test files. relrl/sampling.py is left out: it is being replaced by
-# relrl/engines/, whose tests should take its place here.
+# module (dotted, under relrl/) -> its fast test files. The vLLM engine (relrl/engines/vllm.py)
+# is left out: each of its tests starts vLLM (seconds), too slow to run per mutant; its
+# behaviour is pinned against the HF engine's by tests/test_engine_vllm.py instead.
 MODULES = {
     "grpo_loss": ["tests/test_grpo_loss.py"],
     "dynamic_sampling": ["tests/test_dynamic_sampling.py"],
@@ -31,11 +32,13 @@ MODULES = {
     "grading": ["tests/test_grading.py", "tests/test_grading_properties.py"],
     "stats": ["tests/test_stats.py"],
     "logprobs": ["tests/test_logprobs.py"],
+    "engines.base": ["tests/test_engine_hf.py", "tests/test_engine_stop.py"],
+    "engines.hf": ["tests/test_engine_hf.py", "tests/test_engine_stop.py"],
 }
 COPIED = ("relrl", "tests", "benchmarks")  # what the tests import
 SETUP_CFG = """[mutmut]
 source_paths = relrl
-only_mutate = relrl/{module}.py
+only_mutate = relrl/{path}.py
 also_copy =
     pytest.ini
     benchmarks
@@ -53,12 +56,15 @@ def equivalent_names(module: str) -> set[str]:
     """Mutant names listed as `- relrl.<module>.x_...: reason` in equivalent.md."""
     if not EQUIVALENT.is_file():
         return set()
-    pattern = re.compile(rf"^- `?(relrl\.{module}\.[\w.]+__mutmut_\d+)`?", re.M)
+    pattern = re.compile(rf"^- `?(relrl\.{re.escape(module)}\.[\w.]+__mutmut_\d+)`?", re.M)
     return set(pattern.findall(EQUIVALENT.read_text(encoding="utf-8")))
 
 
 def prepare(module: str) -> Path:
     folder = WORK / module
+    # mutmut keeps each mutant's verdict in mutants/ and does not retest a survivor after new
+    # tests land: start from no verdicts, so the score is the current tests'.
+    shutil.rmtree(folder / "mutants", ignore_errors=True)
     folder.mkdir(parents=True, exist_ok=True)
     for name in COPIED:
         target = folder / name
@@ -67,7 +73,8 @@ def prepare(module: str) -> Path:
         shutil.copytree(ROOT / name, target, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pytest.ini", folder / "pytest.ini")
     tests = "\n".join(f"    {t}" for t in MODULES[module])
-    (folder / "setup.cfg").write_text(SETUP_CFG.format(module=module, tests=tests))
+    (folder / "setup.cfg").write_text(SETUP_CFG.format(path=module.replace(".", "/"),
+                                                         tests=tests))
     return folder
 
 
