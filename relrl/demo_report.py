@@ -47,8 +47,11 @@ def _row(out: Path, set_name: str, model: str) -> dict:
 
 def _versus_base(out: Path, set_name: str, model: str) -> str:
     r, base = _row(out, set_name, model), _row(out, set_name, "base")
+    # one sample a question: McNemar's discordant counts; K samples: the paired permutation test
+    evidence = (f"b01 {r['b01']}, b10 {r['b10']}" if "b01" in r else
+                f"paired permutation test over {r['samples']} samples a question")
     return (f"{100 * base['accuracy']:.1f}% -> {100 * r['accuracy']:.1f}% "
-            f"({100 * r['delta']:+.1f} points, b01 {r['b01']}, b10 {r['b10']}, p = {r['p']:.3g})")
+            f"({100 * r['delta']:+.1f} points, {evidence}, p = {r['p']:.3g})")
 
 
 def _head_to_head(out: Path, set_name: str, a: str, b: str) -> dict:
@@ -56,6 +59,10 @@ def _head_to_head(out: Path, set_name: str, a: str, b: str) -> dict:
     folder = out / "eval" / set_name
     return compare_models(load_model_result(folder / f"{slug(a)}.json", "finetuned"),
                           load_model_result(folder / f"{slug(b)}.json", "finetuned"), n_boot=200)
+
+
+def _test_name(pair: dict) -> str:
+    return "McNemar" if pair["test"].startswith("mcnemar") else "the paired permutation test"
 
 
 def _effect(delta: float, p: float) -> str:
@@ -86,7 +93,8 @@ def findings(out: Path) -> list[str]:
         "holdout (-20.4 points, p = 0.019).",
         f"- **Warm start**: on held-out mixed-style questions exp7 (SFT then GRPO) "
         f"{100 * warm['ft_accuracy']:.1f}% against exp10 (GRPO alone) {100 * warm['base_accuracy']:.1f}%, "
-        f"McNemar between the two p = {warm['mcnemar_p']:.3g}: {_effect(warm['delta'], warm['mcnemar_p'])} "
+        f"{_test_name(warm)} between the two p = {warm['p_value']:.3g}: "
+        f"{_effect(warm['delta'], warm['p_value'])} "
         "from the warm start. The study found exp10 no better than its base in distribution "
         "(+0.4 points) and exp7 better (+7.5 points at its best checkpoint).",
         f"- **Peak before the last step**: exp7's best validation accuracy came at step "

@@ -35,7 +35,8 @@ MODULES = {
     "engines.base": ["tests/test_engine_hf.py", "tests/test_engine_stop.py"],
     "engines.hf": ["tests/test_engine_hf.py", "tests/test_engine_stop.py"],
 }
-COPIED = ("relrl", "tests", "benchmarks", "generators")  # what the tests import
+# what the tests import or run (the engine tests start training and evaluation scripts)
+COPIED = ("relrl", "tests", "benchmarks", "generators", "training", "evaluation")
 SETUP_CFG = """[mutmut]
 source_paths = relrl
 only_mutate = relrl/{path}.py
@@ -43,6 +44,8 @@ also_copy =
     pytest.ini
     benchmarks
     generators
+    training
+    evaluation
 pytest_add_cli_args_test_selection =
 {tests}
 pytest_add_cli_args =
