@@ -175,10 +175,13 @@ def test_grpo_checkpoints_on_usr1_and_its_requeued_run_finishes(work, screened):
     wait_for(lambda: (out / "train_log.jsonl").exists(), 600, "the first training step")
     subprocess.run(["scancel", "--signal=USR1", "--batch", job], check=True, timeout=30)
     # The job requeues itself; SLURM holds a requeued job for two minutes before it may start
-    # again, which this test does not need to wait out.
+    # again, which this test does not need to wait out. But not "now": slurmd revoked the first
+    # run's credential at the requeue, with one-second resolution, and refuses a relaunch whose
+    # credential is from that same second ("Job credential revoked", the job ends FAILED; seen
+    # when the requeue and the start fell 0.7 s apart).
     wait_for(lambda: job_states(job)[0].get("Restarts") == "1"
              and job_states(job)[0]["JobState"] == "PENDING", 600, "the requeue")
-    subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], check=True,
+    subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now+3"], check=True,
                    timeout=30)
     final = wait_for(lambda: (s := job_states(job)[0])["JobState"] in
                      {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"} and s, 800, "the job")
