@@ -368,21 +368,15 @@ def add_adapter_arg(parser) -> None:
                         help="LoRA adapter folder to evaluate (env LORA_PATH)")
 
 
-def require_adapter_and_dataset(parser, args) -> None:
-    """Both may come from the environment, so argparse cannot mark them required."""
-    if not args.adapter:
-        parser.error("--adapter is required (or set LORA_PATH)")
-    if not args.dataset:
-        parser.error("--dataset is required (or set DATASET_PATH)")
-
-
 def run_study_cli(parser, args) -> int:
     """The study's evaluation scripts: the dataset checked first (a bad row stops us before
-    anything else), then the adapter, then the output path, then the run."""
+    anything else), then the adapter, then the output path, then the run. Both may come from
+    the environment, so argparse cannot mark them required."""
     if not args.dataset:
         parser.error("--dataset is required (or set DATASET_PATH)")
     rows = load_dataset(args.dataset)[: args.max_questions]
-    require_adapter_and_dataset(parser, args)
+    if not args.adapter:
+        parser.error("--adapter is required (or set LORA_PATH)")
     args.output = study_output(args)
     return run_cli(args, rows)
 
