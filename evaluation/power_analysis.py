@@ -1,7 +1,7 @@
 """Power of the replicated miniature study, from the variance seen in a finished demo run.
 
 Reads one demo run's per-question records (default results/demo, seed 0, one sample per
-question) and prints, for K samples per question:
+question; or a replication seed's folder, K samples) and prints, for K samples per question:
   - the primary comparison (exp7 best vs base on held-out mixed-style questions, tested over
     paraphrase groups): SD of the group difference, groups needed for 80% power at +5 points,
     power and minimum detectable effect with the groups of 1 and of 3 seeds;
@@ -16,7 +16,9 @@ How the variance for K samples is extrapolated from one-sample data (relrl.clust
   So the question-level variance Var(d_q) is split by an assumed share that does not shrink
   (--between-share, default 0.5, the pessimistic case the design is sized on; 0 is the
   optimistic one), and its between-question part into tau2 and omega2 by the ANOVA estimator
-  over groups, tau2 = (m Var(group means) - Var(d_q)) / (m - 1).
+  over groups, tau2 = (m Var(group means) - Var(d_q)) / (m - 1). Records with K >= 2 samples
+  (the replication's held-out and retention sets) measure the split instead: w is the variance
+  of the paired per-sample differences within a question (estimate_variance_model_k).
 The normal approximation to the sign-flip test is used throughout (its groups are many and
 their differences bounded). RETENTION_SHARE_RIGHT is the share of retention questions that
 screen 4/4, estimated from the holdout (see --retention-4of4).
@@ -33,7 +35,8 @@ import json  # noqa: E402
 from relrl.cli import ArgumentParser, UsageError, run_main  # noqa: E402
 import numpy as np  # noqa: E402
 
-from relrl.clustered_stats import estimate_variance_model, groups_needed, min_detectable, power  # noqa: E402
+from relrl.clustered_stats import (estimate_variance_model, estimate_variance_model_k,  # noqa: E402
+                                   groups_needed, min_detectable, power)
 from relrl.data import read_json  # noqa: E402
 
 EFFECT, TARGET_POWER, SEEDS = 0.05, 0.8, 3
@@ -49,20 +52,36 @@ def pairs(path: Path) -> tuple[list[dict], list[dict]]:
     return data["base"]["results"], data["finetuned"]["results"]
 
 
+def _samples(record: dict) -> list[int]:
+    return [int(c["correct"]) for c in record.get("completions") or [record]]
+
+
 def components(base: list[dict], ft: list[dict], between_share: float, keep=lambda r: True):
-    """Variance model and mean group size on the base/ft records that `keep` selects."""
+    """Variance model, mean group size, groups and questions on the base/ft records that `keep`
+    selects. Records with K >= 2 samples measure the split between sampling noise and real
+    differences (estimate_variance_model_k); one-sample records split by `between_share`."""
     chosen = [(b, f) for b, f in zip(base, ft) if keep(b)]
     if len(chosen) < 2:
         raise UsageError("too few records left for the variance estimate")
-    d = [int(f["correct"]) - int(b["correct"]) for b, f in chosen]
-    v_q = float(np.var(d, ddof=1))
-    model = estimate_variance_model([(b["group"], x) for (b, _), x in zip(chosen, d)],
-                                    (1 - between_share) * v_q)
+    diffs = [(b["group"], [y_f - y_b for y_b, y_f in zip(_samples(b), _samples(f))])
+             for b, f in chosen]
+    if len(diffs[0][1]) > 1:
+        model = estimate_variance_model_k(diffs)
+    else:
+        d = [x[0] for _, x in diffs]
+        model = estimate_variance_model([(g, x) for (g, _), x in zip(diffs, d)],
+                                        (1 - between_share) * float(np.var(d, ddof=1)))
     groups: dict[str, int] = {}
     for b, _ in chosen:
         groups[b["group"]] = groups.get(b["group"], 0) + 1
     m = len(groups) / sum(1 / n for n in groups.values())
     return model, m, len(groups), len(chosen)
+
+
+def measured_share(model) -> float:
+    """The share of one sample's difference variance that more samples do not shrink."""
+    between = model.tau2 + model.omega2
+    return between / (between + model.w) if between + model.w > 0 else 0.0
 
 
 def primary(results: Path, between_share: float, scale: float = 1.0) -> dict:
@@ -79,20 +98,31 @@ def primary(results: Path, between_share: float, scale: float = 1.0) -> dict:
             row[f"power_{SEEDS}_seeds_alpha_{a}"] = power(sd, SEEDS * n_groups, EFFECT, a)
             row[f"mde_{SEEDS}_seeds_alpha_{a}"] = min_detectable(sd, SEEDS * n_groups, a, TARGET_POWER)
         rows.append(row)
+    split = "measured from K samples" if len(_samples(base[0])) > 1 else "assumed"
     return {"groups_per_seed": n_groups, "questions_per_seed": n_q, "mean_group_size": m,
-            "variance_model": model.to_dict(), "rows": rows}
+            "variance_model": model.to_dict(), "split": split,
+            "between_share": measured_share(model), "rows": rows}
 
 
 def retention(results: Path, share_right: float, between_share: float, scale: float = 1.0,
               alpha: float = 0.05) -> dict:
-    """Minimum detectable drop on questions screened >= 2/4; the groups screened 4/4 (a share
-    `share_right` of the set, not in the held-out mixed records) are assumed to vary alike."""
-    out = {"alpha": alpha, "models": {}}
+    """Minimum detectable drop on questions screened >= 2/4: measured on the run's retention
+    set where it has one (the replication's), else estimated from the held-out mixed records
+    screened 2-3/4, the groups screened 4/4 (a share `share_right` of the set, absent from
+    those records) assumed to vary alike."""
+    measured = (results / "eval" / "retention").is_dir()
+    out = {"alpha": alpha, "source": "retention set" if measured else "held-out, screened 2-3/4",
+           "models": {}}
     for name in RETENTION_MODELS:
-        base, ft = pairs(results / "eval" / "heldout" / f"{name}.json")
-        model, m, n_groups, n_q = components(base, ft, between_share,
-                                             keep=lambda r: r["base_score"] >= 2)
-        n_groups_all = round(scale * n_groups / (1 - share_right))
+        if measured:
+            base, ft = pairs(results / "eval" / "retention" / f"{name}.json")
+            model, m, n_groups, n_q = components(base, ft, between_share)
+            n_groups_all = round(scale * n_groups)
+        else:
+            base, ft = pairs(results / "eval" / "heldout" / f"{name}.json")
+            model, m, n_groups, n_q = components(base, ft, between_share,
+                                                 keep=lambda r: r["base_score"] >= 2)
+            n_groups_all = round(scale * n_groups / (1 - share_right))
         rows = []
         for k in KS:
             sd = model.sd(m, k)
@@ -101,7 +131,8 @@ def retention(results: Path, share_right: float, between_share: float, scale: fl
                          f"mdd_{SEEDS}_seeds": min_detectable(sd, SEEDS * n_groups_all, alpha,
                                                               TARGET_POWER)})
         out["models"][name] = {"groups_per_seed": n_groups_all, "variance_model": model.to_dict(),
-                               "mean_group_size": m, "rows": rows}
+                               "between_share": measured_share(model), "mean_group_size": m,
+                               "rows": rows}
     return out
 
 
@@ -111,7 +142,8 @@ def show(p: dict, r: dict) -> None:
           f"{p['mean_group_size']:.2f}); effect +{100 * EFFECT:.0f} points, power target "
           f"{100 * TARGET_POWER:.0f}%")
     vm = p["variance_model"]
-    print(f"  variance components: tau2 {vm['tau2']:.4f}, omega2 {vm['omega2']:.4f}, w {vm['w']:.4f}")
+    print(f"  variance components: tau2 {vm['tau2']:.4f}, omega2 {vm['omega2']:.4f}, w {vm['w']:.4f}"
+          f" (share that more samples do not shrink: {p['between_share']:.2f}, {p['split']})")
     print(f"  {'K':>2} {'SD(D_g)':>8} {'groups for 80% (a=.05/.01)':>27} "
           f"{'power 1 seed (.05/.01)':>23} {'power 3 seeds (.05/.01)':>24} {'MDE 3 seeds (.05/.01)':>22}")
     for row in p["rows"]:
@@ -121,12 +153,13 @@ def show(p: dict, r: dict) -> None:
               f"{100 * row[f'power_1_seed_alpha_{a}']:>10.0f}% / {100 * row[f'power_1_seed_alpha_{b}']:.0f}%      "
               f"{100 * row[f'power_3_seeds_alpha_{a}']:>11.0f}% / {100 * row[f'power_3_seeds_alpha_{b}']:.0f}%      "
               f"{100 * row[f'mde_3_seeds_alpha_{a}']:>8.1f} / {100 * row[f'mde_3_seeds_alpha_{b}']:<.1f} points")
-    print(f"\nRetention: base screened >= 2/4; minimum detectable drop at 80% power, "
-          f"alpha {r['alpha']} (two-sided)")
+    print(f"\nRetention ({r['source']}): base screened >= 2/4; minimum detectable drop at 80% "
+          f"power, alpha {r['alpha']} (two-sided)")
     for name, m in r["models"].items():
         cells = ", ".join(f"K={row['K']}: {100 * row['mdd_1_seed']:.1f} / "
                           f"{100 * row['mdd_3_seeds']:.1f}" for row in m["rows"])
-        print(f"  {name:<16} {m['groups_per_seed']} groups per seed; 1 seed / 3 seeds (points): {cells}")
+        print(f"  {name:<16} {m['groups_per_seed']} groups per seed, share not shrinking "
+              f"{m['between_share']:.2f}; 1 seed / 3 seeds (points): {cells}")
 
 
 def parse_args(argv=None):
@@ -136,7 +169,8 @@ def parse_args(argv=None):
                    help="share of retention questions screened 4/4 (default 0.3: seed 0's "
                    "holdout has 106 questions at 2-3/4 and about 45 at 4/4)")
     p.add_argument("--between-share", type=float, default=0.5,
-                   help="share of the one-sample variance that more samples do not shrink (0.5)")
+                   help="share of the one-sample variance that more samples do not shrink, "
+                   "for one-sample records (0.5); K-sample records measure it")
     p.add_argument("--master-rows", type=int, default=None,
                    help="size the sets for a master set of this many rows (the run's groups "
                    "scaled by rows / 1560, the demo's n_master), e.g. 2800 for the replication")
@@ -158,7 +192,8 @@ def main(argv=None) -> int:
         raise UsageError(f"--master-rows: must be > 0, got {args.master_rows}")
     p = primary(results, args.between_share, scale)
     r = retention(results, args.retention_4of4, args.between_share, scale)
-    print(f"(share of the variance that more samples do not shrink: {args.between_share})")
+    if p["split"] == "assumed":
+        print(f"(share of the variance that more samples do not shrink: {args.between_share})")
     show(p, r)
     if args.json:
         Path(args.json).write_text(json.dumps({"primary": p, "retention": r}, indent=1) + "\n")

@@ -11,6 +11,7 @@ seed kept as a stratum for the bootstrap.
   sign_flip_test       exact two-sided paired sign-flip permutation test on sum(D_g)
   cluster_bootstrap_ci percentile interval for mean(D_g), resampling groups within strata
   VarianceModel        Var(D_g) from variance components, for K samples and m questions/group
+  estimate_variance_model[_k]   its components from one-sample (split assumed) or K-sample data
   power, groups_needed, min_detectable   normal-approximation power of the paired test
 """
 from __future__ import annotations
@@ -187,25 +188,46 @@ class VarianceModel:
         return asdict(self)
 
 
-def estimate_variance_model(diffs_one_sample: Sequence[tuple[str, int]], w: float) -> VarianceModel:
-    """Components from one-sample data: (group, d_q) per question with d_q = y_f - y_b in
-    {-1, 0, 1}, and w estimated elsewhere (e.g. from screening samples). Question-level
-    Var(d_q) = tau2 + omega2 + w; group means have Var = tau2 + (omega2 + w) / m. With m the
-    harmonic mean group size: tau2 = (m V_g - V_q) / (m - 1), clipped to [0, V_q - w]."""
-    by: dict[str, list[int]] = {}
-    for group, d in diffs_one_sample:
-        by.setdefault(group, []).append(d)
+def _between_components(by: dict[str, list[float]], noise: float) -> tuple[float, float]:
+    """tau2 and omega2 from per-question values by group, given the sampling-noise variance
+    `noise` of one question's value. Question-level Var = tau2 + omega2 + noise; group means
+    have Var = tau2 + (omega2 + noise) / m. With m the harmonic mean group size:
+    tau2 = (m V_g - V_q) / (m - 1), clipped to [0, V_q - noise]."""
     if len(by) < 2:
         raise ValueError("need at least two groups")
-    d_q = np.asarray([d for ds in by.values() for d in ds], dtype=float)
-    v_q = float(d_q.var(ddof=1))
+    values = np.asarray([d for ds in by.values() for d in ds], dtype=float)
+    v_q = float(values.var(ddof=1))
     sizes = np.asarray([len(ds) for ds in by.values()], dtype=float)
-    means = np.asarray([np.mean(ds) for ds in by.values()])
-    v_g = float(means.var(ddof=1))
+    v_g = float(np.asarray([np.mean(ds) for ds in by.values()]).var(ddof=1))
     m = float(len(sizes) / np.sum(1 / sizes))
-    between = max(v_q - w, 0.0)  # tau2 + omega2
+    between = max(v_q - noise, 0.0)  # tau2 + omega2
     tau2 = min(max((m * v_g - v_q) / (m - 1), 0.0), between) if m > 1 else between
-    return VarianceModel(tau2=tau2, omega2=between - tau2, w=w)
+    return tau2, between - tau2
+
+
+def estimate_variance_model(diffs_one_sample: Sequence[tuple[str, int]], w: float) -> VarianceModel:
+    """Components from one-sample data: (group, d_q) per question with d_q = y_f - y_b in
+    {-1, 0, 1}, and w estimated elsewhere (one sample cannot tell it from the rest)."""
+    by: dict[str, list[float]] = {}
+    for group, d in diffs_one_sample:
+        by.setdefault(group, []).append(d)
+    return VarianceModel(*_between_components(by, w), w=w)
+
+
+def estimate_variance_model_k(diffs: Sequence[tuple[str, Sequence[int]]]) -> VarianceModel:
+    """Components measured from K-sample data: (group, [y_f,k - y_b,k for k < K]) per question,
+    sample k of the two models paired (they share the question's seed). w is the mean over
+    questions of the paired differences' variance across samples (unbiased, K >= 2); the
+    question's value is their mean, whose sampling noise is w / K."""
+    ks = {len(x) for _, x in diffs}
+    if len(ks) != 1 or min(ks) < 2:
+        raise ValueError(f"need the same K >= 2 samples for every question, got K in {sorted(ks)}")
+    k = ks.pop()
+    w = float(np.mean([np.var(x, ddof=1) for _, x in diffs]))
+    by: dict[str, list[float]] = {}
+    for group, x in diffs:
+        by.setdefault(group, []).append(float(np.mean(x)))
+    return VarianceModel(*_between_components(by, w / k), w=w)
 
 
 def binomial_variance_from_counts(counts: Sequence[int], samples: Sequence[int]) -> float:

@@ -8,7 +8,8 @@ import pytest
 
 from relrl.clustered_stats import (VarianceModel, binomial_variance_from_counts,
                                    cluster_bootstrap_ci, compare_groups,
-                                   estimate_variance_model, group_differences, groups_needed,
+                                   estimate_variance_model, estimate_variance_model_k,
+                                   group_differences, groups_needed,
                                    min_detectable, power, sign_flip_test)
 
 
@@ -103,6 +104,21 @@ def test_variance_components_by_hand():
     vm = estimate_variance_model([("a", 1), ("a", -1), ("b", 1), ("b", -1), ("c", 0), ("c", 0)], 0.2)
     assert (vm.tau2, vm.omega2) == pytest.approx((0.0, 0.6))
     assert VarianceModel(0.01, 0.04, 0.4).var(2, 4) == pytest.approx(0.01 + 0.02 + 0.05)
+
+
+def test_variance_components_from_k_samples_by_hand():
+    # per-sample paired differences, K = 2: question means 0, 0, 1, 1 (V_q = 1/3); within-
+    # question variances 2, 0, 0, 0 (w = 0.5, noise of a mean w / K = 0.25); groups a = {0, 0},
+    # b = {1, 1}: V_g = 0.5, m = 2, tau2 = (2 * 0.5 - 1/3) / 1 clipped to V_q - 0.25 = 1/12
+    vm = estimate_variance_model_k([("a", [1, -1]), ("a", [0, 0]), ("b", [1, 1]), ("b", [1, 1])])
+    assert (vm.w, vm.tau2, vm.omega2) == pytest.approx((0.5, 1 / 12, 0.0))
+    # the same question values, noise-free: all of V_q is real, split by the groups
+    vm = estimate_variance_model_k([("a", [0, 0]), ("a", [0, 0]), ("b", [1, 1]), ("b", [1, 1])])
+    assert (vm.w, vm.tau2, vm.omega2) == pytest.approx((0.0, 1 / 3, 0.0))
+    with pytest.raises(ValueError, match="same K >= 2"):
+        estimate_variance_model_k([("a", [1, 0]), ("b", [1, 0, 0])])
+    with pytest.raises(ValueError, match="same K >= 2"):
+        estimate_variance_model_k([("a", [1]), ("b", [0])])
 
 
 def test_binomial_variance_from_counts():

@@ -46,6 +46,37 @@ def test_power_numbers_follow_the_formula(tmp_path):
     assert ret["rows"][0]["mdd_1_seed"] == pytest.approx(z * math.sqrt(v_q) / math.sqrt(14))
 
 
+def test_k_sample_records_measure_the_noise_split(tmp_path):
+    # two samples a question, one question a group: each question's paired differences are
+    # (f_k - b_k) for k = 0, 1; w is their mean within-question variance, and the rest of the
+    # question means' variance is the part more samples do not shrink
+    samples = [((0, 1), (1, 1)), ((0, 0), (1, 0)), ((1, 1), (1, 1)), ((0, 1), (0, 1)),
+               ((1, 0), (0, 0)), ((0, 0), (1, 1))]  # (base samples, ft samples)
+    for folder in ("heldout", "retention"):
+        (tmp_path / "eval" / folder).mkdir(parents=True)
+        base = [{"id": f"q{i}", "group": f"g{i}", "base_score": 2,
+                 "completions": [{"correct": bool(y)} for y in b]} for i, (b, _) in enumerate(samples)]
+        ft = [{**r, "completions": [{"correct": bool(y)} for y in f]}
+              for r, (_, f) in zip(base, samples)]
+        for name in ("grpo_exp7_best", "sft_warm_start", "grpo_exp10_best"):
+            (tmp_path / "eval" / folder / f"{name}.json").write_text(json.dumps(
+                {"kind": "pair_result", "base": {"results": base}, "finetuned": {"results": ft}}))
+    out = tmp_path / "power.json"
+    assert power_analysis.main(["--results", str(tmp_path), "--json", str(out)]) == 0
+    numbers = json.loads(out.read_text())
+    d = [[fk - bk for bk, fk in zip(b, f)] for b, f in samples]
+    w = statistics.mean(statistics.variance(x) for x in d)
+    between = statistics.variance([statistics.mean(x) for x in d]) - w / 2
+    primary = numbers["primary"]
+    assert primary["split"] == "measured from K samples"
+    assert primary["variance_model"]["w"] == pytest.approx(w)
+    assert primary["between_share"] == pytest.approx(between / (between + w))
+    assert primary["rows"][2]["sd_group_diff"] == pytest.approx(math.sqrt(between + w / 4))  # K=4
+    # the retention set is used as it is: its 6 groups, no 4/4 share added
+    assert numbers["retention"]["source"] == "retention set"
+    assert numbers["retention"]["models"]["sft_warm_start"]["groups_per_seed"] == 6
+
+
 def test_missing_results_are_a_usage_error(tmp_path):
     from relrl.cli import UsageError
 
