@@ -408,8 +408,8 @@ class GRPOTrainer:
         return ratio.clamp(max=self.cfg.tis_cap).detach()
 
     # ------------------------------------------------------------------ validation
-    def validate(self) -> float:
-        """Accuracy over val_samples completions of each validation row, seeded per question."""
+    def validate(self) -> list[int]:
+        """Pass counts of val_samples completions per validation row, seeded per question."""
         rows = distributed.share(self.val_rows)  # each rank scores its share
         prompts = [build_prompt(self.tokenizer, row["question"]) for row in rows]
         seeds = [question_seed(self.cfg.seed, str(row["id"])) for row in rows]
@@ -418,7 +418,7 @@ class GRPOTrainer:
         completions = self.engine.generate(prompts, k, seeds, self.sampling) if rows else []
         correct = [sum(bool(self.reward_fn(c.text, row)[1]) for c in group)
                    for group, row in zip(completions, rows)]
-        return sum(distributed.gather_shares(correct, len(self.val_rows))) / (k * len(self.val_rows))
+        return distributed.gather_shares(correct, len(self.val_rows))
 
     # ------------------------------------------------------------------ bookkeeping
     @property
@@ -527,9 +527,16 @@ class GRPOTrainer:
         return self.useful_steps // every > last // every
 
     def record_validation(self) -> float:
-        accuracy = self.validate()
+        passes = self.validate()
+        accuracy = sum(passes) / (self.cfg.val_samples * len(passes))
+        # pass counts by paraphrase group, so a report can resample groups and say how often
+        # another draw of the validation set would have chosen the same best step
+        by_group: dict[str, list[int]] = {}
+        for row, count in zip(self.val_rows, passes):
+            by_group.setdefault(str(row.get("group", row["id"])), []).append(count)
         self.last_val_step = self.useful_steps
-        self.stats["val_history"].append({"step": self.useful_steps, "accuracy": accuracy})
+        self.stats["val_history"].append({"step": self.useful_steps, "accuracy": accuracy,
+                                          "group_passes": by_group})
         if self.best is None or accuracy > self.best["val_accuracy"]:
             self.best = {"step": self.useful_steps, "val_accuracy": accuracy}
             if distributed.is_main():

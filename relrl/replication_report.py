@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from relrl.clustered_stats import compare_groups, group_differences, min_detectable
 from relrl.data import read_json
 from relrl.stats import holm
@@ -97,10 +99,34 @@ def waste(dirs: dict[int, Path]) -> dict:
     return out
 
 
+def best_step_stability(history: list[dict], best_step, n_boot: int = 2_000, seed: int = 0):
+    """Share of bootstrap resamples of the validation groups in which `best_step` (the earliest
+    step with the highest validation accuracy, as the trainer chooses) is still the one chosen;
+    None for a history without per-group pass counts (runs before they were recorded)."""
+    steps = [h["step"] for h in history]
+    if best_step not in steps or any("group_passes" not in h for h in history):
+        return None
+    groups = sorted(history[0]["group_passes"])
+    passes = np.array([[sum(h["group_passes"][g]) for g in groups] for h in history], dtype=float)
+    picks = np.random.default_rng(seed).integers(0, len(groups), size=(n_boot, len(groups)))
+    weights = np.stack([np.bincount(row, minlength=len(groups)) for row in picks])
+    # a resample's questions are the same at every step, so the most passes is the best accuracy
+    chosen = (weights @ passes.T).argmax(axis=1)  # argmax takes the earliest of equals
+    return float(np.mean(chosen == steps.index(best_step)))
+
+
 def best_steps(dirs: dict[int, Path]) -> dict:
-    """The step validation chose as best, per run and seed (is it stable across seeds?)."""
-    return {run: {str(seed): read_json(folder / f"grpo_{run}" / "statistics.json").get("best_step")
-                  for seed, folder in dirs.items()} for run in ("exp7", "exp10", "exp7_passrate")}
+    """The step validation chose as best, per run and seed, and how often a resample of the
+    validation groups would have chosen it (is the choice stable?)."""
+    out = {}
+    for run in ("exp7", "exp10", "exp7_passrate"):
+        out[run] = {}
+        for seed, folder in dirs.items():
+            stats = read_json(folder / f"grpo_{run}" / "statistics.json")
+            step = stats.get("best_step")
+            out[run][str(seed)] = {"step": step, "stability": best_step_stability(
+                stats.get("val_history", []), step)}
+    return out
 
 
 def pooled_results(root: Path, seeds: list[int]) -> dict:
@@ -197,5 +223,9 @@ def build_report(pooled: dict) -> str:
               " | ".join(f"seed {s}" for s in pooled["seeds"]) + " |",
               "|---|" + "---|" * len(pooled["seeds"])]
     for run, steps in pooled["best_steps"].items():
-        lines.append(f"| {run} | " + " | ".join(str(v) for v in steps.values()) + " |")
+        lines.append(f"| {run} | " + " | ".join(
+            str(v["step"]) + ("" if v["stability"] is None else f" ({_pct(v['stability'])})")
+            for v in steps.values()) + " |")
+    lines += ["", "In brackets: the share of 2,000 bootstrap resamples of the validation groups "
+              "that choose the same step."]
     return "\n".join(lines) + "\n"

@@ -216,10 +216,11 @@ def test_best_adapter_is_the_most_accurate_validation_not_the_first_or_last(tmp_
     from safetensors.torch import load_file
 
     model, tokenizer = tiny_policy()
-    cfg = config(tmp_path, max_useful_steps=20, val_every=2, save_every=2, patience=2)
+    cfg = config(tmp_path, max_useful_steps=20, val_every=2, save_every=2, patience=2,
+                 val_samples=2)
     t = GRPOTrainer(cfg, model, tokenizer, ROWS, ROWS[:2], reward_fn=letters)
-    accuracies = iter([0.25, 0.75, 0.5, 0.75, 1.0, 1.0])
-    t.validate = lambda: next(accuracies)
+    passes = iter([[0, 1], [1, 2], [1, 1], [2, 1], [2, 2], [2, 2]])  # of 2 samples, 2 rows
+    t.validate = lambda: next(passes)
     stats = t.run()
     assert [v["accuracy"] for v in stats["val_history"]] == [0.25, 0.75, 0.5, 0.75]
     assert [v["step"] for v in stats["val_history"]] == [2, 4, 6, 8]

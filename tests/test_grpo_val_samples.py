@@ -15,8 +15,12 @@ def test_validation_accuracy_counts_every_one_of_k_samples(tmp_path):
     prompts = [build_prompt(tokenizer, r["question"]) for r in ROWS[:3]]
     seeds = [question_seed(0, r["id"]) for r in ROWS[:3]]
     groups = generate(model, tokenizer, prompts, 3, seeds, t.sampling)  # the same seeds, K=3
-    right = [letters(c.text, r)[1] for g, r in zip(groups, ROWS[:3]) for c in g]
-    assert len(right) == 9 and t.validate() == sum(right) / 9
+    passes = [sum(bool(letters(c.text, r)[1]) for c in g) for g, r in zip(groups, ROWS[:3])]
+    assert t.validate() == passes
+    t.record_validation()
+    entry = t.stats["val_history"][-1]
+    assert entry["accuracy"] == sum(passes) / 9
+    assert entry["group_passes"] == {str(r.get("group", r["id"])): [c] for r, c in zip(ROWS[:3], passes)}
 
 
 def test_new_settings_leave_old_run_fingerprints_alone(tmp_path):

@@ -134,5 +134,32 @@ def test_waste_and_best_steps_come_from_the_statistics_files(root):
     report = rr.build_report(pooled)
     assert "30.0% (30/100)" in report and "26.2% (55/210)" in report
     assert f"{(50 / 195) / (55 / 210):.2f} (target <= 0.7)" in report
-    assert pooled["best_steps"]["exp10"] == {"2": 100, "3": 150}
+    assert pooled["best_steps"]["exp10"] == {"2": {"step": 100, "stability": None},
+                                             "3": {"step": 150, "stability": None}}
     assert "| exp10 | 100 | 150 |" in report
+
+
+def history(*steps):
+    return [{"step": s, "group_passes": passes} for s, passes in steps]
+
+
+def test_best_step_stability_resamples_validation_groups():
+    # step 50 wins group a by 2, step 100 wins group b by 1: resampling the two groups, 50 is
+    # chosen unless both draws are b, so in 3 of 4 resamples
+    h = history((50, {"a": [1, 1], "b": [0]}), (100, {"a": [0, 0], "b": [1]}))
+    assert rr.best_step_stability(h, 50) == pytest.approx(0.75, abs=0.04)
+    assert rr.best_step_stability(h, 100) == pytest.approx(0.25, abs=0.04)
+    # a step that wins or ties every group is always chosen; of equals, the earliest
+    h = history((50, {"a": [1], "b": [0]}), (100, {"a": [2], "b": [1]}), (150, {"a": [2], "b": [1]}))
+    assert rr.best_step_stability(h, 100) == 1.0 and rr.best_step_stability(h, 150) == 0.0
+    assert rr.best_step_stability([{"step": 50, "accuracy": 0.5}], 50) is None  # older runs
+
+
+def test_best_step_stability_reaches_the_report(root):
+    stats_file = root / "seed-2" / "grpo_exp7" / "statistics.json"
+    stats = json.loads(stats_file.read_text())
+    stats["val_history"] = history((50, {"a": [1], "b": [0]}), (100, {"a": [2], "b": [1]}))
+    stats_file.write_text(json.dumps({**stats, "best_step": 100}))
+    pooled = rr.pooled_results(root, SEEDS)
+    assert pooled["best_steps"]["exp7"]["2"] == {"step": 100, "stability": 1.0}
+    assert "| exp7 | 100 (100.0%) | 150 |" in rr.build_report(pooled)
