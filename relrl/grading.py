@@ -631,6 +631,10 @@ def _section_values(text: str, markers: list[tuple[int, int]], k: int,
     """`count` values from marker k's section: one line holding them all, else one per item of
     the list or table it opens (its last items), else one per numeric line."""
     end = markers[k + 1][0] if k + 1 < len(markers) else len(text)
+    # in a list of labelled answers ("1. Final answer (90%): 31\n2. Final answer (99%): 521")
+    # what comes before the next marker on its line ("2. ") belongs to the next item
+    cut = text.rfind("\n", markers[k][1], end)
+    end = cut if cut != -1 and k + 1 < len(markers) else end
     lines = list(islice(_numeric_lines(_LEAD.sub("", text[markers[k][1]:end], count=1)),
                         _MAX_ITEMS))
     if not lines:
@@ -678,6 +682,12 @@ def extract_values(response: str, count: int, allow_plain: bool = False, *,
             values = _section_values(visible, markers, k, count)
             if values is not None:
                 return values, "final", len(boxes), ""
+        # one labelled answer a value ("Final answer (90%): 31" then "Final answer (99%): 521"),
+        # as one box a value is
+        singles = [_section_values(visible, markers, k, 1)
+                   for k in range(len(markers) - count, len(markers))] if len(markers) >= count else []
+        if singles and all(v is not None for v in singles):
+            return [v[0] for v in singles], "final", len(boxes), ""
         if not truncated:
             values = _line_values(normalize(_last_line(visible)))
             if len(values) == count:
