@@ -418,37 +418,39 @@ def run_jobs(jobs: Iterable, work: Callable, on_result: Callable, *, workers: in
     fatal: FatalAPIError | None = None
     consecutive = 0
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        while True:
-            while (fatal is None and not report.stopped and len(pending) < workers
-                   and not should_stop(len(pending))):
-                job = next(source, _NO_MORE)
-                if job is _NO_MORE:
+        # Ctrl-C can land anywhere in the loop (while a request is being submitted or an answer
+        # saved, not only while waiting): the answers already requested are saved either way
+        try:
+            while True:
+                while (fatal is None and not report.stopped and len(pending) < workers
+                       and not should_stop(len(pending))):
+                    job = next(source, _NO_MORE)
+                    if job is _NO_MORE:
+                        break
+                    pending[pool.submit(work, job)] = job
+                if not pending:
                     break
-                pending[pool.submit(work, job)] = job
-            if not pending:
-                break
-            try:
                 finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            except KeyboardInterrupt:
-                _save_in_flight(pending, on_result)
-                raise
-            for future in finished:
-                job = pending.pop(future)
-                try:
-                    result = future.result()
-                except FatalAPIError as exc:
-                    fatal = fatal or exc
-                    continue
-                except APIError as exc:
-                    report.failures.append((job, str(exc)))
-                    consecutive += 1
-                    if consecutive >= max_consecutive_failures and not report.stopped:
-                        report.stopped = (f"{consecutive} requests in a row failed "
-                                          f"(last: {exc})")
-                    continue
-                consecutive = 0
-                report.done += 1
-                on_result(job, result)
+                for future in finished:
+                    job = pending.pop(future)
+                    try:
+                        result = future.result()
+                    except FatalAPIError as exc:
+                        fatal = fatal or exc
+                        continue
+                    except APIError as exc:
+                        report.failures.append((job, str(exc)))
+                        consecutive += 1
+                        if consecutive >= max_consecutive_failures and not report.stopped:
+                            report.stopped = (f"{consecutive} requests in a row failed "
+                                              f"(last: {exc})")
+                        continue
+                    consecutive = 0
+                    report.done += 1
+                    on_result(job, result)
+        except KeyboardInterrupt:
+            _save_in_flight(pending, on_result)
+            raise
     if fatal is not None:
         raise fatal
     return report

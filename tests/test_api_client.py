@@ -366,3 +366,34 @@ def test_run_jobs_draws_no_job_once_told_to_stop(server):
     api.run_jobs(range(10), lambda job: c.chat(MESSAGES), lambda j, r: saved.append(j),
                  workers=2, should_stop=lambda in_flight: len(saved) + in_flight >= 4)
     assert len(saved) == 4 and server.count == 4
+
+
+@pytest.mark.parametrize("where", ["submitting", "saving"])
+def test_ctrl_c_outside_the_wait_still_saves_the_answers_in_flight(where):
+    """Ctrl-C can land while the next request is being submitted or an answer saved, not only
+    while the loop waits: the answers already requested are saved either way."""
+    started, release = threading.Event(), threading.Event()
+
+    def work(job):
+        if job == 1:
+            started.set()
+            release.wait(10)
+        return f"answer {job}"
+
+    saved = []
+
+    def save(job, result):
+        saved.append((job, result))
+        if where == "saving" and job == 0:  # Ctrl-C while answer 0 is saved, 1 in flight
+            release.set()
+            raise KeyboardInterrupt
+
+    def should_stop(in_flight):
+        if where == "submitting" and started.is_set():  # Ctrl-C while submitting job 2
+            release.set()
+            raise KeyboardInterrupt
+        return False
+
+    with pytest.raises(KeyboardInterrupt):
+        api.run_jobs(range(4), work, save, workers=2, should_stop=should_stop)
+    assert (1, "answer 1") in saved
