@@ -30,10 +30,10 @@ MODULES = {
     "dynamic_sampling": ["tests/test_dynamic_sampling.py"],
     "checkpointing": ["tests/test_checkpointing.py"],
     "grading": ["tests/test_grading.py", "tests/test_grading_patterns.py",
-                "tests/test_grading_properties.py"],
+                "tests/test_grading_properties.py", "tests/test_grading_values.py"],
     "stats": ["tests/test_stats.py"],
     # the bf16 autograd function and Unsloth's packed rows are tested with the GPU stack
-    "logprobs": ["tests/test_logprobs.py", "tests/test_gpu_stack.py"],
+    "logprobs": ["tests/test_logprobs.py", "tests/test_logprobs_edges.py", "tests/test_gpu_stack.py"],
     "engines.base": ["tests/test_engine_hf.py", "tests/test_engine_stop.py"],
     "engines.hf": ["tests/test_engine_hf.py", "tests/test_engine_stop.py"],
 }
