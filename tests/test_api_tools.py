@@ -221,7 +221,7 @@ def test_ctrl_c_saves_the_answer_in_flight(run, dataset, tmp_path):
     errors = LineWatcher(proc.stderr)
     proc.send_signal(signal.SIGINT)
     # the interrupt has landed while the request is still held
-    assert errors.seen("answers in flight").wait(60), "no sign of the interrupt"
+    assert errors.seen("answers in flight").wait(60), f"no sign of the interrupt: {errors.text()!r}"
     run.server.release.set()  # the answer arrives after Ctrl-C
     stdout = proc.stdout.read()
     proc.wait(timeout=60)
