@@ -68,9 +68,9 @@ def components(base: list[dict], ft: list[dict], between_share: float, keep=lamb
     if len(diffs[0][1]) > 1:
         model = estimate_variance_model_k(diffs)
     else:
-        d = [x[0] for _, x in diffs]
-        model = estimate_variance_model([(g, x) for (g, _), x in zip(diffs, d)],
-                                        (1 - between_share) * float(np.var(d, ddof=1)))
+        d = [(g, x[0]) for g, x in diffs]
+        v_q = float(np.var([x for _, x in d], ddof=1))
+        model = estimate_variance_model(d, (1 - between_share) * v_q)
     groups: dict[str, int] = {}
     for b, _ in chosen:
         groups[b["group"]] = groups.get(b["group"], 0) + 1

@@ -62,12 +62,9 @@ class Runner:
 
     def start(self, script, *args):
         """The script as a real process (for tests that kill or interrupt it)."""
-        # a child inherits its parent's blocked signals, and a library loaded earlier in the
-        # same pytest worker may have blocked SIGINT: unblock it, as in a user's shell
         return subprocess.Popen([sys.executable, str(ROOT / script), *map(str, args)],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=self.env(), preexec_fn=lambda: signal.pthread_sigmask(
-                                    signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM}))
+                                env=self.env())
 
 
 @pytest.fixture
