@@ -28,7 +28,7 @@ from relrl.cli import ArgumentParser, UsageError, positive_int, run_main  # noqa
 from relrl.data import atomic_write_json, atomic_write_jsonl, load_dataset, read_json  # noqa: E402
 from relrl.evaluation import compare_models, with_records  # noqa: E402
 from relrl.demo_report import SET_TITLES, build_report, slug, splice_results_md  # noqa: E402
-from relrl import replication_report  # noqa: E402
+from relrl import replication_report, stage_times  # noqa: E402
 from relrl.engines import ENGINES, default_engine  # noqa: E402
 from relrl.retention import select_retention  # noqa: E402
 
@@ -76,7 +76,8 @@ class Demo:
         self.cfg = CONFIGS[self.config]
         self.engine = ["--rollout-engine", engine]  # every sampling stage
         self.fast, self.seed, self.work, self.out = fast, seed, work, out
-        self.timings: list[tuple[str, float]] = []
+        self.timings: list[tuple[str, float]] = []  # this invocation's, for the console
+        self.code = stage_times.code_version(ROOT)
         self.py = sys.executable
         self.lanes, self.lock = lanes, threading.Lock()
 
@@ -96,10 +97,17 @@ class Demo:
         log = self.work / "logs" / f"{stage}.log"
         self.say(f"{stage}: {' '.join(cmd[1:])}")
         env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // processes))}
-        start = time.time()
-        with open(log, "w") as handle:
-            proc = subprocess.run(cmd, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT, env=env)
-        self.timings.append((stage, time.time() - start))
+        start, status = time.time(), "interrupted"
+        try:
+            with open(log, "w") as handle:
+                proc = subprocess.run(cmd, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT,
+                                      env=env)
+            status = proc.returncode
+        finally:  # an interrupted attempt's time is recorded too: the resumed stage redoes it
+            end = time.time()
+            self.timings.append((stage, end - start))
+            stage_times.record(self.out / stage_times.FILE_NAME, stage, start, end, status,
+                               self.code)
         if proc.returncode != 0:
             tail = log.read_text().strip().splitlines()[-5:]
             raise SystemExit(f"[demo] {stage} failed (exit {proc.returncode}); see {log}:\n"
@@ -319,7 +327,8 @@ class Demo:
 
     def write_report(self) -> None:
         text = build_report(self.out, fast=self.fast, seed=self.seed,
-                            out_name=os.path.relpath(self.out, ROOT), timings=self.timings)
+                            out_name=os.path.relpath(self.out, ROOT),
+                            timings=stage_times.read(self.out / stage_times.FILE_NAME))
         (self.out / "report.md").write_text(text)
         if self.config == "full":  # RESULTS.md quotes `make demo` only
             splice_results_md(ROOT / "RESULTS.md", text, RESULTS_START, RESULTS_END)

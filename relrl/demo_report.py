@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from relrl import stage_times
 from relrl.data import read_json
 from relrl.evaluation import compare_models, load_model_result
 
@@ -105,7 +106,7 @@ def findings(out: Path) -> list[str]:
 
 
 def build_report(out: Path, *, fast: bool, seed: int, out_name: str,
-                 timings: list[tuple[str, float]]) -> str:
+                 timings: list[dict]) -> str:
     label = "FAST demo (a quick look: small data, few steps; not the miniature study)" \
         if fast else "Miniature study (`make demo`)"
     parts = [f"# {label}", "",
@@ -126,10 +127,19 @@ def build_report(out: Path, *, fast: bool, seed: int, out_name: str,
         parts.append(f"| {r['run']} | {r['useful_steps']} | {r['groups']} | {r['wasted']} | "
                      f"{100 * r['waste_rate']:.1f}% | {best} |")
     parts += ["", "![training curves](plots/holdout/training.png)", "",
-              "## Stage times (this invocation; stages done earlier are not rerun)", "",
-              "| Stage | Seconds |", "|---|---|"]
-    parts += [f"| {stage} | {sec:.0f} |" for stage, sec in timings]
+              *stage_table(timings)]
     return "\n".join(parts) + "\n"
+
+
+def stage_table(records: list[dict]) -> list[str]:
+    """The stage-times section: every attempt of every stage, from stage_times.jsonl."""
+    lines = [f"## Stage times (every attempt, from `{stage_times.FILE_NAME}`)", "",
+             f"Busy wall-clock time: {stage_times.busy_seconds(records) / 60:.0f} minutes "
+             "(stages run side by side counted once).", "",
+             "| Stage | Attempts | Seconds (all attempts) | Last status | Code |",
+             "|---|---|---|---|---|"]
+    return lines + [f"| {r['stage']} | {r['attempts']} | {r['seconds']:.0f} | {r['status']} | "
+                    f"{', '.join(r['codes'])} |" for r in stage_times.per_stage(records)]
 
 
 def splice_results_md(path: Path, report: str, start: str, end: str) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from relrl import stage_times
 from relrl.clustered_stats import compare_groups, group_differences, min_detectable
 from relrl.data import read_json
 from relrl.stats import holm
@@ -142,7 +143,19 @@ def pooled_results(root: Path, seeds: list[int]) -> dict:
     retention.update({m: _accuracy(dirs, "retention", m) for m in RETENTION_MODELS})
     return {"seeds": seeds, "primary_alpha": PRIMARY_ALPHA, "secondary_alpha": SECONDARY_ALPHA,
             "primary": primary, "secondary": secondary, "retention_accuracy": retention,
-            "waste": waste(dirs), "best_steps": best_steps(dirs)}
+            "waste": waste(dirs), "best_steps": best_steps(dirs), "run_time": run_time(dirs)}
+
+
+def run_time(dirs: dict[int, Path]) -> dict:
+    """Per seed: busy wall-clock minutes over every recorded stage attempt, attempts that did
+    not finish, and the commits the stages ran from (relrl.stage_times)."""
+    out = {}
+    for seed, folder in dirs.items():
+        recs = stage_times.read(folder / stage_times.FILE_NAME)
+        out[str(seed)] = {"minutes": stage_times.busy_seconds(recs) / 60,
+                          "unfinished_attempts": sum(r["status"] != 0 for r in recs),
+                          "codes": sorted({r["code"] for r in recs})}
+    return out
 
 
 def _accuracy(dirs: dict[int, Path], set_name: str, model: str) -> dict:
@@ -227,5 +240,9 @@ def build_report(pooled: dict) -> str:
             str(v["step"]) + ("" if v["stability"] is None else f" ({_pct(v['stability'])})")
             for v in steps.values()) + " |")
     lines += ["", "In brackets: the share of 2,000 bootstrap resamples of the validation groups "
-              "that choose the same step."]
+              "that choose the same step.", "", "## Run time and code", "",
+              "| Seed | Busy minutes | Unfinished attempts | Code |", "|---|---|---|---|"]
+    for seed, t in pooled["run_time"].items():
+        lines.append(f"| {seed} | {t['minutes']:.0f} | {t['unfinished_attempts']} | "
+                     f"{', '.join(t['codes']) or '-'} |")
     return "\n".join(lines) + "\n"

@@ -163,3 +163,19 @@ def test_best_step_stability_reaches_the_report(root):
     pooled = rr.pooled_results(root, SEEDS)
     assert pooled["best_steps"]["exp7"]["2"] == {"step": 100, "stability": 1.0}
     assert "| exp7 | 100 (100.0%) | 150 |" in rr.build_report(pooled)
+
+
+def test_run_time_per_seed_comes_from_the_recorded_stage_attempts(root):
+    from relrl import stage_times
+    for seed, rows in ((2, [("screen", 0, 600, "interrupted", "aaa"), ("screen", 900, 1500, 0, "bbb"),
+                            ("train", 1500, 3300, 0, "bbb"), ("evaluate", 3000, 3600, 0, "bbb")]),
+                       (3, [])):
+        for stage, start, end, status, code in rows:
+            stage_times.record(root / f"seed-{seed}" / stage_times.FILE_NAME, stage, start, end,
+                               status, code)
+    pooled = rr.pooled_results(root, SEEDS)
+    assert pooled["run_time"] == {
+        "2": {"minutes": (600 + 600 + 2100) / 60, "unfinished_attempts": 1, "codes": ["aaa", "bbb"]},
+        "3": {"minutes": 0, "unfinished_attempts": 0, "codes": []}}
+    report = rr.build_report(pooled)
+    assert "| 2 | 55 | 1 | aaa, bbb |" in report and "| 3 | 0 | 0 | - |" in report

@@ -1,0 +1,84 @@
+"""Stage times survive a resume: every attempt of a demo stage (finished, failed or
+interrupted) is kept in the results folder with the commit that ran it, the seed report and
+the pooled report read them from there, and busy time counts side-by-side stages once."""
+import json
+import subprocess
+
+import pytest
+
+import demo
+from relrl import stage_times
+from relrl.demo_report import stage_table
+
+
+def rec(stage, start, end, status=0, code="abc"):
+    return {"stage": stage, "start": start, "end": end, "status": status, "code": code}
+
+
+def test_busy_time_is_the_union_of_attempts_so_overlaps_and_gaps_count_right():
+    records = [rec("a", 0, 10), rec("b", 5, 20), rec("c", 100, 130), rec("d", 110, 120)]
+    assert stage_times.busy_seconds(records) == 20 + 30
+    assert stage_times.busy_seconds([]) == 0
+
+
+def test_per_stage_sums_attempts_and_keeps_every_commit_in_order():
+    rows = stage_times.per_stage([rec("train", 0, 100, "interrupted", "abc"),
+                                  rec("eval", 100, 110), rec("train", 200, 260, 0, "def")])
+    assert rows == [{"stage": "train", "attempts": 2, "seconds": 160, "codes": ["abc", "def"],
+                     "status": 0},
+                    {"stage": "eval", "attempts": 1, "seconds": 10, "codes": ["abc"],
+                     "status": 0}]
+    table = stage_table([rec("train", 0, 100, "interrupted"), rec("train", 200, 260, 0, "def")])
+    assert "Busy wall-clock time: 3 minutes" in table[2]
+    assert table[-1] == "| train | 2 | 160 | 0 | abc, def |"
+
+
+def test_code_version_names_the_commit_and_marks_changed_tracked_files(tmp_path):
+    assert stage_times.code_version(tmp_path).startswith("unknown")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "a.py").write_text("x = 1\n")
+    subprocess.run([*git, "add", "a.py"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], cwd=tmp_path, check=True)
+    head = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=tmp_path,
+                          capture_output=True, text=True).stdout.strip()
+    (tmp_path / "untracked.txt").write_text("ignored\n")
+    assert stage_times.code_version(tmp_path) == head
+    (tmp_path / "a.py").write_text("x = 2\n")
+    assert stage_times.code_version(tmp_path) == head + "+changes"
+
+
+def test_a_resumed_demo_keeps_the_times_of_stages_run_before_and_skips_none(tmp_path,
+                                                                             monkeypatch):
+    def stage(name):
+        def run_stage(self):
+            done = self.work / f"{name}.done"
+            self.run(name, ["-c", f"open({str(done)!r}, 'w').write('x')"], done=done)
+        return run_stage
+
+    for name in demo.STAGES:
+        monkeypatch.setattr(demo.Demo, name, stage(name))
+    out = tmp_path / "results"
+    dirs = ["--work-dir", str(tmp_path / "work"), "--results-dir", str(out)]
+    demo.main([*dirs, "--stop-after", "screen"])
+    demo.main(dirs)
+    records = stage_times.read(out / stage_times.FILE_NAME)
+    assert [r["stage"] for r in records] == list(demo.STAGES)  # each once: done ones not redone
+    assert {r["status"] for r in records} == {0}
+    assert {r["code"] for r in records} == {stage_times.code_version(demo.ROOT)}
+    assert all(0 <= r["end"] - r["start"] < 600 for r in records)
+
+
+@pytest.mark.parametrize("failure, status", [(KeyboardInterrupt, "interrupted"),
+                                             (None, 3)])
+def test_an_interrupted_or_failed_attempt_is_recorded_too(tmp_path, monkeypatch, failure, status):
+    d = demo.Demo(fast=True, seed=0, work=tmp_path, out=tmp_path / "out", lanes=1)
+    (tmp_path / "logs").mkdir()
+    if failure is not None:
+        def interrupted(*args, **kwargs):
+            raise failure
+        monkeypatch.setattr(demo.subprocess, "run", interrupted)
+    with pytest.raises((failure or SystemExit)):
+        d.run("screen", ["-c", "import sys; sys.exit(3)"])
+    [line] = (tmp_path / "out" / stage_times.FILE_NAME).read_text().splitlines()
+    assert json.loads(line)["stage"] == "screen" and json.loads(line)["status"] == status
