@@ -34,6 +34,20 @@ def test_make_demo_commands_are_unchanged_and_replication_adds_its_settings(tmp_
     assert rep.eval_sets()["retention"] == tmp_path / "data" / "retention.jsonl"
 
 
+@pytest.mark.parametrize("config, every", [("full", 50), ("replication", 100)])
+def test_grpo_validates_and_saves_every_50_steps_in_make_demo_and_every_100_in_the_replication(
+        tmp_path, monkeypatch, config, every):
+    commands = []
+    monkeypatch.setattr(demo.Demo, "run", lambda self, stage, args, *a, **k: commands.append(args))
+    monkeypatch.setattr(demo.Demo, "run_side_by_side",
+                        lambda self, jobs, lanes=None: commands.extend(job[1] for job in jobs))
+    demo.Demo(False, 2, tmp_path, tmp_path, 2, config).train()
+    grpo = [[str(a) for a in cmd] for cmd in commands if "grpo" in str(cmd[0])]
+    assert len(grpo) == 3
+    for cmd in grpo:
+        assert cmd[cmd.index("--val-every") + 1] == cmd[cmd.index("--save-every") + 1] == str(every)
+
+
 def test_retention_set_is_written_from_the_holdout_screening(tmp_path):
     rows = [{"id": f"q{i}", "group": f"g{i}", "question": f"Q{i}?", "answer": "1"} for i in range(4)]
     (tmp_path / "data").mkdir()
