@@ -11,9 +11,13 @@ is skipped, and every script resumes from its own progress files: a killed demo 
   python demo.py            # the full miniature (18 minutes on 2 cores with tiny cached)
   python demo.py --fast     # a 5-minute look; its numbers are labelled FAST
   python demo.py --seeds 2,3,4   # the replicated study (results/demo-replication/, about
-                                 # an estimated 50 minutes a seed on 2 cores), then its pooled report
+                                 # two hours a seed on 2 cores), then its pooled report
+
+SIGTERM, SIGUSR1 or Ctrl-C stops it cleanly: the running scripts get SIGTERM (training writes a
+checkpoint) and the same command resumes.
 """
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -65,6 +69,15 @@ MICRO_BATCH = 64
 RESULTS_START, RESULTS_END = "<!-- demo-results:start -->", "<!-- demo-results:end -->"
 
 
+def finished(done: Path | None) -> bool:
+    """A stage is done when its output exists, except a training run's statistics.json written
+    when a signal stopped it (stopped_by "SIGTERM"): that run resumes from its checkpoint."""
+    if done is None or not done.exists():
+        return False
+    return done.name != "statistics.json" or \
+        not str(read_json(done).get("stopped_by", "")).startswith("SIG")
+
+
 def _shown(arg) -> str:
     """Paths inside the repository relative to it, so logs and result files name them portably."""
     if isinstance(arg, Path) and arg.is_relative_to(ROOT):
@@ -80,6 +93,8 @@ class Demo:
         self.engine = ["--rollout-engine", engine]  # every sampling stage
         self.fast, self.seed, self.work, self.out = fast, seed, work, out
         self.timings: list[tuple[str, float]] = []  # this invocation's, for the console
+        self.children: list[subprocess.Popen] = []  # the scripts running now
+        self.stop_signal: str | None = None
         self.code = stage_times.code_version(ROOT)
         self.py = sys.executable
         self.lanes, self.lock = lanes, threading.Lock()
@@ -93,28 +108,51 @@ class Demo:
         With `processes` running at once each gets its share of the cores as threads: a
         few-million-parameter model gains more from two one-thread processes than from one
         process on two threads."""
-        if done is not None and done.exists():
+        if finished(done):
             self.say(f"{stage}: done already ({done})")
             return
+        if self.stop_signal:
+            raise SystemExit(f"[demo] stopped by {self.stop_signal} before {stage}")
         cmd = [self.py, *map(_shown, args)]
         log = self.work / "logs" / f"{stage}.log"
         self.say(f"{stage}: {' '.join(cmd[1:])}")
         env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // processes))}
-        start, status = time.time(), "interrupted"
+        start, status, proc = time.time(), "interrupted", None
         try:
             with open(log, "w") as handle:
-                proc = subprocess.run(cmd, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT,
-                                      env=env)
-            status = proc.returncode
+                proc = subprocess.Popen(cmd, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT,
+                                        env=env)
+                self.children.append(proc)
+                code = proc.wait()
+            # A training script stopped by SIGTERM checkpoints and exits 0 without finishing.
+            status = "stopped" if code == 0 and done is not None and not finished(done) else code
         finally:  # an interrupted attempt's time is recorded too: the resumed stage redoes it
+            if proc is not None:
+                if proc.poll() is None:  # interrupted while it ran: let it checkpoint and exit
+                    proc.terminate()
+                    proc.wait()
+                self.children.remove(proc)
             end = time.time()
             self.timings.append((stage, end - start))
             stage_times.record(self.out / stage_times.FILE_NAME, stage, start, end, status,
                                self.code)
-        if proc.returncode != 0:
+        if status == "stopped" or (status != 0 and self.stop_signal):
+            raise SystemExit(f"[demo] {stage} stopped before finishing "
+                             f"({self.stop_signal or 'exit 0'}); run the same command again "
+                             "to resume it")
+        if status != 0:
             tail = log.read_text().strip().splitlines()[-5:]
-            raise SystemExit(f"[demo] {stage} failed (exit {proc.returncode}); see {log}:\n"
+            raise SystemExit(f"[demo] {stage} failed (exit {status}); see {log}:\n"
                              + "\n".join(tail))
+
+    def stop(self, signum, _frame=None) -> None:
+        """SIGTERM or SIGUSR1 (SLURM's notice), or Ctrl-C: pass SIGTERM on to the running
+        scripts, which checkpoint (training) or keep what they finished (evaluation) and
+        exit, and start nothing new. Runs in a signal handler: no locks."""
+        self.stop_signal = signal.Signals(signum).name
+        for child in list(self.children):
+            if child.poll() is None:
+                child.terminate()
 
     def run_side_by_side(self, jobs: list[tuple], lanes: int | None = None) -> None:
         """Independent `run` jobs (stage, args, done), `lanes` (default --jobs) at a time; the
@@ -189,7 +227,9 @@ class Demo:
     def train(self) -> None:
         """SFT warm start, then the three GRPO runs side by side."""
         c = self.cfg
-        sft = ("sft", ["training/sft_qwen3_kfold.py", "--model", "tiny", "--dataset",
+        # --resume: a stage stopped part-way (SIGTERM, Ctrl-C, a kill) carries on from its
+        # latest checkpoint when the demo is rerun; with none it starts afresh.
+        sft = ("sft", ["training/sft_qwen3_kfold.py", "--resume", "--model", "tiny", "--dataset",
                        self.work / "screen" / "non_mixed.jsonl", "--output-dir",
                        self.work / "sft", "--folds", 1, "--train-all", "--epochs",
                        c["sft_epochs"], "--learning-rate", c["sft_lr"], "--seed", self.seed],
@@ -208,7 +248,7 @@ class Demo:
 
         def grpo(name, script, *extra):
             out = self.work / name
-            return (f"grpo_{name}", [script, *extra, *common, "--output-dir", out],
+            return (f"grpo_{name}", [script, "--resume", *extra, *common, "--output-dir", out],
                     out / "statistics.json")
 
         self.run(*sft)
@@ -374,12 +414,21 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def run_stages(demo: Demo, stop_after: str | None) -> bool:
-    """Every stage in order; False when --stop-after ended the run early."""
-    for name in STAGES:
-        getattr(demo, name)()
-        if name == stop_after:
-            return name == STAGES[-1]
-    return True
+    """Every stage in order; False when --stop-after ended the run early. SIGTERM, SIGUSR1
+    and Ctrl-C stop the running scripts cleanly (Demo.stop); the same command resumes."""
+    previous = {sig: signal.signal(sig, demo.stop) for sig in (signal.SIGTERM, signal.SIGUSR1)}
+    try:
+        for name in STAGES:
+            getattr(demo, name)()
+            if name == stop_after:
+                return name == STAGES[-1]
+        return True
+    except KeyboardInterrupt:
+        demo.stop(signal.SIGINT)
+        raise SystemExit("[demo] interrupted: run the same command again to resume") from None
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def replicate(args, seeds: list[int]) -> int:
@@ -420,10 +469,7 @@ def main(argv=None) -> int:
         folder.mkdir(parents=True, exist_ok=True)
     demo = Demo(args.fast, args.seed, work, out, args.jobs, engine=args.rollout_engine)
     started = time.time()
-    for name in STAGES:
-        getattr(demo, name)()
-        if name == args.stop_after:
-            break
+    run_stages(demo, args.stop_after)
     print(f"\n[demo] finished in {time.time() - started:.0f} s")
     for stage, seconds in demo.timings:
         print(f"  {stage:<40} {seconds:6.0f} s")

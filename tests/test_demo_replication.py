@@ -35,7 +35,7 @@ def test_make_demo_commands_are_unchanged_and_replication_adds_its_settings(tmp_
 
 
 @pytest.mark.parametrize("config, every", [("full", 50), ("replication", 100)])
-def test_grpo_validates_and_saves_every_50_steps_in_make_demo_and_every_100_in_the_replication(
+def test_training_resumes_and_validates_every_50_steps_in_make_demo_and_100_in_the_replication(
         tmp_path, monkeypatch, config, every):
     commands = []
     monkeypatch.setattr(demo.Demo, "run", lambda self, stage, args, *a, **k: commands.append(args))
@@ -43,7 +43,8 @@ def test_grpo_validates_and_saves_every_50_steps_in_make_demo_and_every_100_in_t
                         lambda self, jobs, lanes=None: commands.extend(job[1] for job in jobs))
     demo.Demo(False, 2, tmp_path, tmp_path, 2, config).train()
     grpo = [[str(a) for a in cmd] for cmd in commands if "grpo" in str(cmd[0])]
-    assert len(grpo) == 3
+    assert len(grpo) == 3 and len(commands) == 4  # SFT, then the three GRPO runs
+    assert all("--resume" in map(str, cmd) for cmd in commands)  # a stopped run carries on
     for cmd in grpo:
         assert cmd[cmd.index("--val-every") + 1] == cmd[cmd.index("--save-every") + 1] == str(every)
 

@@ -116,3 +116,75 @@ def test_only_the_full_demo_writes_its_report_into_results_md(tmp_path, monkeypa
     assert (out / "report.md").read_text() == REPORT
     spliced = "### Miniature study (seed 0)" in (tmp_path / "RESULTS.md").read_text()
     assert spliced is (not fast)
+
+
+def test_a_training_run_that_a_signal_stopped_is_not_done(tmp_path):
+    stats = tmp_path / "statistics.json"
+    assert not demo.finished(None) and not demo.finished(stats)
+    stats.write_text('{"stopped_by": "SIGTERM"}')
+    assert not demo.finished(stats)
+    stats.write_text('{"stopped_by": "max_useful_steps"}')
+    assert demo.finished(stats)
+    (tmp_path / "adapter").mkdir()
+    assert demo.finished(tmp_path / "adapter")
+
+
+# Stands in for a training script: on SIGTERM it "checkpoints" and exits 0 without finishing.
+TRAINER = """
+import pathlib, signal, sys, time
+folder = pathlib.Path(sys.argv[1])
+def stop(*_):
+    (folder / "checkpoint").write_text("saved")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+(folder / "ready").write_text("x")
+time.sleep(120)
+"""
+
+
+def test_sigterm_reaches_the_running_script_and_the_demo_stops_without_starting_more(tmp_path):
+    import signal
+    import threading
+    import time
+
+    d = demo.Demo(fast=True, seed=0, work=tmp_path, out=tmp_path / "out", lanes=1)
+    (tmp_path / "logs").mkdir()
+    raised = []
+
+    def stage():
+        try:
+            d.run("grpo_exp7", ["-c", TRAINER, str(tmp_path)], done=tmp_path / "statistics.json")
+        except SystemExit as exc:
+            raised.append(str(exc))
+
+    worker = threading.Thread(target=stage)
+    worker.start()
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "ready").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    d.stop(signal.SIGTERM)
+    worker.join(60)
+    assert raised == ["[demo] grpo_exp7 stopped before finishing (SIGTERM); run the same "
+                      "command again to resume it"]
+    assert (tmp_path / "checkpoint").read_text() == "saved"
+    from relrl import stage_times
+    [record] = stage_times.read(tmp_path / "out" / stage_times.FILE_NAME)
+    assert record["stage"] == "grpo_exp7" and record["status"] == "stopped"
+    with pytest.raises(SystemExit, match="stopped by SIGTERM before evaluate"):
+        d.run("evaluate", ["-c", "open('never', 'w')"])
+    assert not (demo.ROOT / "never").exists()
+
+
+def test_ctrl_c_ends_the_demo_with_a_resume_hint_and_restores_the_signal_handlers(tmp_path,
+                                                                                monkeypatch):
+    import signal
+    before = signal.getsignal(signal.SIGTERM)
+
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(demo.Demo, "data", interrupted)
+    d = demo.Demo(fast=True, seed=0, work=tmp_path, out=tmp_path / "out", lanes=1)
+    with pytest.raises(SystemExit, match="interrupted: run the same command again to resume"):
+        demo.run_stages(d, None)
+    assert d.stop_signal == "SIGINT" and signal.getsignal(signal.SIGTERM) is before
