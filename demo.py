@@ -69,13 +69,16 @@ MICRO_BATCH = 64
 RESULTS_START, RESULTS_END = "<!-- demo-results:start -->", "<!-- demo-results:end -->"
 
 
+def signal_stopped(done: Path | None) -> bool:
+    """A training run's statistics.json written when a signal stopped it (stopped_by
+    "SIGTERM"): the script exited 0, and the run resumes from its checkpoint."""
+    return done is not None and done.name == "statistics.json" and done.is_file() and \
+        str(read_json(done).get("stopped_by", "")).startswith("SIG")
+
+
 def finished(done: Path | None) -> bool:
-    """A stage is done when its output exists, except a training run's statistics.json written
-    when a signal stopped it (stopped_by "SIGTERM"): that run resumes from its checkpoint."""
-    if done is None or not done.exists():
-        return False
-    return done.name != "statistics.json" or \
-        not str(read_json(done).get("stopped_by", "")).startswith("SIG")
+    """A stage is done when its output exists, unless a signal stopped it there."""
+    return done is not None and done.exists() and not signal_stopped(done)
 
 
 def _shown(arg) -> str:
@@ -95,7 +98,6 @@ class Demo:
         self.timings: list[tuple[str, float]] = []  # this invocation's, for the console
         self.children: list[subprocess.Popen] = []  # the scripts running now
         self.stop_signal: str | None = None
-        self.code = stage_times.code_version(ROOT)
         self.py = sys.executable
         self.lanes, self.lock = lanes, threading.Lock()
 
@@ -117,15 +119,18 @@ class Demo:
         log = self.work / "logs" / f"{stage}.log"
         self.say(f"{stage}: {' '.join(cmd[1:])}")
         env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // processes))}
+        code = stage_times.code_version(ROOT)  # the scripts read the checkout as it is now
         start, status, proc = time.time(), "interrupted", None
         try:
             with open(log, "w") as handle:
                 proc = subprocess.Popen(cmd, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT,
                                         env=env)
                 self.children.append(proc)
-                code = proc.wait()
+                exit_code = proc.wait()
             # A training script stopped by SIGTERM checkpoints and exits 0 without finishing.
-            status = "stopped" if code == 0 and done is not None and not finished(done) else code
+            unfinished = signal_stopped(done) or bool(self.stop_signal and done is not None
+                                                      and not finished(done))
+            status = "stopped" if exit_code == 0 and unfinished else exit_code
         finally:  # an interrupted attempt's time is recorded too: the resumed stage redoes it
             if proc is not None:
                 if proc.poll() is None:  # interrupted while it ran: let it checkpoint and exit
@@ -135,7 +140,7 @@ class Demo:
             end = time.time()
             self.timings.append((stage, end - start))
             stage_times.record(self.out / stage_times.FILE_NAME, stage, start, end, status,
-                               self.code)
+                               code)
         if status == "stopped" or (status != 0 and self.stop_signal):
             raise SystemExit(f"[demo] {stage} stopped before finishing "
                              f"({self.stop_signal or 'exit 0'}); run the same command again "

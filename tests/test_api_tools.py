@@ -189,7 +189,10 @@ def test_benchmark_result_loads_beside_a_local_result(run, dataset, tmp_path):
 def test_a_killed_benchmark_resumes_without_asking_again(run, dataset, tmp_path):
     out = tmp_path / "api"
     run.server.script("ok", "ok", "ok", {"hang": True})
-    proc = run.start(BENCH, "--models", "m", "--dataset", dataset, "--output-dir", out, *FAST)
+    # A request timeout far beyond the test's waits: with FAST's 5 s, a loaded machine let the
+    # held request time out and be retried before the signal landed (seen in full runs).
+    proc = run.start(BENCH, "--models", "m", "--dataset", dataset, "--output-dir", out, *FAST,
+                     "--timeout", "300")
     assert run.server.hanging.wait(60), "the fourth request never came"
     proc.send_signal(signal.SIGKILL)  # killed mid-request, as a SLURM time limit would
     run.printed.append("".join(proc.communicate()))
@@ -213,7 +216,10 @@ def test_a_killed_benchmark_resumes_without_asking_again(run, dataset, tmp_path)
 def test_ctrl_c_saves_the_answer_in_flight(run, dataset, tmp_path):
     out = tmp_path / "api"
     run.server.script("ok", {"hang": True})
-    proc = run.start(BENCH, "--models", "m", "--dataset", dataset, "--output-dir", out, *FAST)
+    # A request timeout far beyond the test's waits: with FAST's 5 s, a loaded machine let the
+    # held request time out and be retried before the signal landed (seen in full runs).
+    proc = run.start(BENCH, "--models", "m", "--dataset", dataset, "--output-dir", out, *FAST,
+                     "--timeout", "300")
     assert run.server.hanging.wait(60)
     errors = LineWatcher(proc.stderr)
     proc.send_signal(signal.SIGINT)
