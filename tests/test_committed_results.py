@@ -1,0 +1,41 @@
+"""The committed replication results are what their own JSON files give: each pooled number is
+recomputed from the seed folders' per-question records and GRPO statistics and compared with
+pooled.json, and the recomputed report with report.md."""
+import json
+from pathlib import Path
+
+import pytest
+
+from relrl import replication_report as rr
+
+ROOT = Path(__file__).resolve().parents[1]
+FOLDERS = sorted(p.parent for p in (ROOT / "results").glob("*/pooled.json"))
+
+
+def assert_close(fresh, saved, where="pooled.json"):
+    if isinstance(saved, dict):
+        assert set(saved) <= set(fresh), f"{where}: missing {set(saved) - set(fresh)}"
+        for key, value in saved.items():
+            assert_close(fresh[key], value, f"{where}.{key}")
+    elif isinstance(saved, list):
+        assert len(fresh) == len(saved), where
+        for i, (a, b) in enumerate(zip(fresh, saved)):
+            assert_close(a, b, f"{where}[{i}]")
+    elif isinstance(saved, float):
+        assert fresh == pytest.approx(saved, rel=1e-9, abs=1e-12), where
+    else:
+        assert fresh == saved, where
+
+
+def test_there_are_committed_results_to_check():
+    assert any(f.name == "dev-100" for f in FOLDERS)
+
+
+@pytest.mark.parametrize("folder", FOLDERS, ids=lambda f: f.name)
+def test_pooled_numbers_and_report_are_recomputed_from_the_seed_files(folder):
+    saved = json.loads((folder / "pooled.json").read_text())
+    fresh = rr.pooled_results(folder, saved["seeds"])
+    assert_close(fresh, saved)
+    # the report as the current code writes it; a section added since (run time) aside
+    report = rr.build_report(fresh).split("\n## Run time and code")[0]
+    assert (folder / "report.md").read_text().split("\n## Run time and code")[0] == report
