@@ -430,10 +430,7 @@ def run_jobs(jobs: Iterable, work: Callable, on_result: Callable, *, workers: in
                     pending[pool.submit(work, job)] = job
                 if not pending:
                     break
-                # With a timeout: Python runs a Ctrl-C's handler only when the main thread
-                # executes bytecode, and a wait without one can sleep through it until an
-                # answer arrives (the Ctrl-C test saw no sign of the interrupt in full runs).
-                finished, _ = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in finished:
                     job = pending.pop(future)
                     try:

@@ -28,6 +28,9 @@ from waiting import LineWatcher
 ROOT = Path(__file__).resolve().parents[1]
 
 CANARY = "sk-or-v1-CANARY-0d15ea5e-tools"
+WITH_CTRL_C = ("import runpy, signal, sys; "
+               "signal.signal(signal.SIGINT, signal.default_int_handler); "
+               "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
 FAST = ["--backoff", "0.01", "--max-wait", "2", "--timeout", "5", "--workers", "1"]
 
 
@@ -61,10 +64,13 @@ class Runner:
         return Finished(exit_.value.code, out.getvalue(), err.getvalue())
 
     def start(self, script, *args):
-        """The script as a real process (for tests that kill or interrupt it)."""
-        return subprocess.Popen([sys.executable, str(ROOT / script), *map(str, args)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=self.env())
+        """The script as a real process (for tests that kill or interrupt it), with Ctrl-C's
+        handler in place as in a terminal: a test run started in the background (`make test &`,
+        a CI runner) has SIGINT ignored, children inherit that across exec, and Python then
+        installs no KeyboardInterrupt handler, so the Ctrl-C test could not pass."""
+        return subprocess.Popen([sys.executable, "-c", WITH_CTRL_C, str(ROOT / script),
+                                 *map(str, args)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=self.env())
 
 
 @pytest.fixture
@@ -189,10 +195,7 @@ def test_benchmark_result_loads_beside_a_local_result(run, dataset, tmp_path):
 def test_a_killed_benchmark_resumes_without_asking_again(run, dataset, tmp_path):
     out = tmp_path / "api"
     run.server.script("ok", "ok", "ok", {"hang": True})
-    # A request timeout far beyond the test's waits: with FAST's 5 s, a loaded machine let the
-    # held request time out and be retried before the signal landed (seen in full runs).
-    proc = run.start(BENCH, "--models", "m", "--dataset", dataset, "--output-dir", out, *FAST,
-                     "--timeout", "300")
+    proc = run.start(BENCH, "--models", "m", "--dataset", dataset, "--output-dir", out, *FAST)
     assert run.server.hanging.wait(60), "the fourth request never came"
     proc.send_signal(signal.SIGKILL)  # killed mid-request, as a SLURM time limit would
     run.printed.append("".join(proc.communicate()))
@@ -216,10 +219,7 @@ def test_a_killed_benchmark_resumes_without_asking_again(run, dataset, tmp_path)
 def test_ctrl_c_saves_the_answer_in_flight(run, dataset, tmp_path):
     out = tmp_path / "api"
     run.server.script("ok", {"hang": True})
-    # A request timeout far beyond the test's waits: with FAST's 5 s, a loaded machine let the
-    # held request time out and be retried before the signal landed (seen in full runs).
-    proc = run.start(BENCH, "--models", "m", "--dataset", dataset, "--output-dir", out, *FAST,
-                     "--timeout", "300")
+    proc = run.start(BENCH, "--models", "m", "--dataset", dataset, "--output-dir", out, *FAST)
     assert run.server.hanging.wait(60)
     errors = LineWatcher(proc.stderr)
     proc.send_signal(signal.SIGINT)
