@@ -51,6 +51,18 @@ def test_stop_after_stops_there_and_a_rerun_carries_on_without_redoing(stub_stag
     assert timed == ["train", "evaluate", "report"]  # only the stages that ran
 
 
+def test_a_resumed_demo_keeps_the_times_of_the_stages_run_before(stub_stages, tmp_path):
+    from relrl import stage_times
+    _, dirs, _ = stub_stages
+    demo.main([*dirs, "--stop-after", "screen"])
+    demo.main(dirs)
+    records = stage_times.read(tmp_path / "results" / stage_times.FILE_NAME)
+    assert [r["stage"] for r in records] == list(demo.STAGES)  # each once: done ones not redone
+    assert {r["status"] for r in records} == {0}
+    assert {r["code"] for r in records} == {stage_times.code_version(demo.ROOT)}
+    assert all(r["end"] >= r["start"] for r in records)
+
+
 def test_a_failing_stage_stops_the_demo_and_shows_its_log(tmp_path):
     d = demo.Demo(fast=True, seed=0, work=tmp_path, out=tmp_path / "out", lanes=1)
     (tmp_path / "logs").mkdir()

@@ -48,27 +48,6 @@ def test_code_version_names_the_commit_and_marks_changed_tracked_files(tmp_path)
     assert stage_times.code_version(tmp_path) == head + "+changes"
 
 
-def test_a_resumed_demo_keeps_the_times_of_stages_run_before_and_skips_none(tmp_path,
-                                                                             monkeypatch):
-    def stage(name):
-        def run_stage(self):
-            done = self.work / f"{name}.done"
-            self.run(name, ["-c", f"open({str(done)!r}, 'w').write('x')"], done=done)
-        return run_stage
-
-    for name in demo.STAGES:
-        monkeypatch.setattr(demo.Demo, name, stage(name))
-    out = tmp_path / "results"
-    dirs = ["--work-dir", str(tmp_path / "work"), "--results-dir", str(out)]
-    demo.main([*dirs, "--stop-after", "screen"])
-    demo.main(dirs)
-    records = stage_times.read(out / stage_times.FILE_NAME)
-    assert [r["stage"] for r in records] == list(demo.STAGES)  # each once: done ones not redone
-    assert {r["status"] for r in records} == {0}
-    assert {r["code"] for r in records} == {stage_times.code_version(demo.ROOT)}
-    assert all(0 <= r["end"] - r["start"] < 600 for r in records)
-
-
 def test_a_failed_attempt_is_recorded_with_its_exit_status(tmp_path):
     d = demo.Demo(fast=True, seed=0, work=tmp_path, out=tmp_path / "out", lanes=1)
     (tmp_path / "logs").mkdir()
