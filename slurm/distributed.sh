@@ -16,6 +16,15 @@ train_nproc() {
     echo "${NPROC_PER_NODE:-${SLURM_GPUS_ON_NODE:-1}}"
 }
 
+# rendezvous_host: the allocation's first node (this host outside SLURM). No pipe into head:
+# under pipefail its early exit would SIGPIPE scontrol and fail the job on a long node list.
+rendezvous_host() {
+    local hosts
+    hosts=$(scontrol show hostnames "${SLURM_JOB_NODELIST:-}" 2>/dev/null) || hosts=""
+    hosts=${hosts%%$'\n'*}
+    echo "${hosts:-$(hostname -s)}"
+}
+
 # run_training OUTPUT_DIR SCRIPT ARGS... : run_resumable, or its data-parallel form.
 run_training() {
     local out=$1
@@ -32,8 +41,7 @@ run_distributed() {
     shift
     export RELRL_STOP_FILE="$out/.stop-${SLURM_JOB_ID:-$$}"
     rm -f "$RELRL_STOP_FILE"
-    head=$(scontrol show hostnames "${SLURM_JOB_NODELIST:-$(hostname -s)}" 2>/dev/null | head -n 1)
-    head=${head:-$(hostname -s)}
+    head=$(rendezvous_host)
     port=${MASTER_PORT:-$((20000 + ${SLURM_JOB_ID:-0} % 20000))}
     nproc=$(train_nproc)
     if [ "${LAUNCHER:-torchrun}" = srun ]; then

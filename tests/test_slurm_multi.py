@@ -95,6 +95,33 @@ def test_usr1_reaches_every_rank_through_the_stop_file_and_the_job_requeues(tmp_
     assert not list(out.glob(".stop-*"))  # the stop file is gone for the requeued run
 
 
+def rendezvous_host(tmp_path, scontrol):
+    """The rendezvous host distributed.sh picks, under the job files' strict mode."""
+    (tmp_path / "bin").mkdir(exist_ok=True)
+    (tmp_path / "bin" / "scontrol").write_text(scontrol)
+    (tmp_path / "bin" / "scontrol").chmod(0o755)
+    script = (f"set -euo pipefail\nsource {shlex.quote(str(SLURM / 'distributed.sh'))}\n"
+              "rendezvous_host\necho done\n")
+    env = clean_env(SLURM_JOB_NODELIST="node-[a-z]", PATH=f"{tmp_path}/bin:{os.environ['PATH']}")
+    return subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True)
+
+
+def test_rendezvous_host_survives_a_node_list_longer_than_a_pipe_buffer(tmp_path):
+    # 200,000 host names: a reader that stops after the first line makes scontrol die of
+    # SIGPIPE, and pipefail with set -e then kills the job (exit 141)
+    many = "#!/bin/sh\necho node-a\nseq 200000 | sed 's/^/node-x/'\n"
+    result = rendezvous_host(tmp_path, many)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["node-a", "done"]
+
+
+def test_rendezvous_host_is_this_host_when_scontrol_fails(tmp_path):
+    result = rendezvous_host(tmp_path, "#!/bin/sh\nexit 1\n")
+    assert result.returncode == 0, result.stderr
+    host = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()
+    assert result.stdout.split() == [host, "done"]
+
+
 def test_verl_dapo_dry_run_carries_the_study_settings():
     run = subprocess.run([str(SLURM / "verl_dapo.sh"), "--dry-run", "trainer.nnodes=4"],
                          capture_output=True, text=True, env=clean_env(RUN_DIR="/data/run"),
