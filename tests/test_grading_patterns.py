@@ -37,6 +37,13 @@ def test_a_box_inside_the_final_section_stays_the_answer():
     assert grade(text, "0.8187", allow_plain=True).source == "boxed"
 
 
+
+def test_a_final_answer_label_inside_the_last_box_is_part_of_the_box():
+    # only a final-answer section that starts after the box can override it
+    text = "So \\boxed{0.5 \\text{ (final answer: } 0.7)}"
+    g = grade(text, "0.5", allow_plain=True)
+    assert (g.correct, g.value, g.source) == (True, 0.5, "boxed")
+
 # ---------------------------------------------------------------- cut off at the token limit
 
 CUT_AT_A_STEP = (

@@ -225,6 +225,7 @@ def test_the_last_line_is_the_fallback_without_a_marker():
     ("R = 0.992 × 0.991 ×", ""),  # a one-line response cut mid-expression
     ("R = 0.992 × **", ""),  # ... cut before its bold closed
     ("FINAL ANSWER: 31, 521", "FINAL ANSWER: 31, 521"),  # a finished line stays
+    ("R = 0.95\nvalid while t < X", "R = 0.95\nvalid while t < X"),  # it ends on a name
     ("FINAL ANSWER: 31, 521\n", "FINAL ANSWER: 31, 521\n"),
 ])
 def test_truncated_response_drops_its_cut_last_line(text, kept):
