@@ -18,6 +18,9 @@ Writes into --out (default paper/tables/):
   findings.tex        one sentence per comparison that is significant after Holm correction
   training_figure.tex the training-dynamics plot, or a placeholder box
   sources.tex         which file (and its SHA-256 prefix) each table was made from
+  replication_*.tex   the pre-registered replication's pooled report (--replication): primary
+                      endpoint per seed and pooled, secondary comparisons, retention, waste,
+                      best validation steps
 """
 import hashlib
 import os
@@ -33,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PAPER = ROOT / "paper"
 ALPHA = 0.05
 PLACEHOLDER = r"Results not yet generated --- run \texttt{make demo}"
+REPLICATION_PLACEHOLDER = r"Results not yet generated --- run \texttt{python demo.py --seeds 2,3,4}"
 
 # The question sets of the miniature study: (name, short heading, default file name).
 SETS = [
@@ -64,6 +68,9 @@ def parse_args(argv=None):
                         "first of heldout, holdout, train, ood that has one)")
     parser.add_argument("--training-plot", default=None,
                         help="PNG of reward and waste by step (default <results-dir>/plots/holdout/training.png)")
+    parser.add_argument("--replication", default=str(ROOT / "results" / "demo-replication" / "pooled.json"),
+                        help="pooled.json of the replicated study (default "
+                        "results/demo-replication/pooled.json)")
     parser.add_argument("--note", default=None,
                         help="a line printed under every table, e.g. 'FAST run: not the full miniature'")
     parser.add_argument("--out", default=str(PAPER / "tables"), help="output folder (paper/tables)")
@@ -95,6 +102,25 @@ def load_compare(path: Path) -> dict | None:
             raise DatasetError(f"{path}: row {i} lacks {', '.join(missing)}")
     if not any(r["model"] == data["base"] for r in rows):
         raise DatasetError(f"{path}: no row for the base {data['base']!r}")
+    return data
+
+
+REPLICATION_KEYS = ("seeds", "primary", "secondary", "retention_accuracy", "waste", "best_steps")
+COMPARISON_KEYS = ("delta", "ci_low", "ci_high", "p", "groups")
+
+
+def load_replication(path: Path) -> dict | None:
+    """relrl/replication_report.py's pooled.json, checked; None when the file does not exist."""
+    if not path.exists():
+        return None
+    data = read_json(path)
+    if not isinstance(data, dict) or any(k not in data for k in REPLICATION_KEYS):
+        raise DatasetError(f"{path}: not a replication pooled.json (need {', '.join(REPLICATION_KEYS)})")
+    for i, entry in enumerate([data["primary"], *data["secondary"]]):
+        where = "primary" if i == 0 else f"secondary {i - 1}"
+        rows = [entry.get("pooled"), *(entry.get("per_seed") or {}).values()]
+        if not all(isinstance(r, dict) and all(k in r for k in COMPARISON_KEYS) for r in rows):
+            raise DatasetError(f"{path}: {where} comparison lacks one of {', '.join(COMPARISON_KEYS)}")
     return data
 
 
@@ -147,9 +173,9 @@ def rel(path: Path) -> str:
         return str(path)
 
 
-def placeholder(missing: list[Path]) -> str:
+def placeholder(missing: list[Path], message: str = PLACEHOLDER) -> str:
     shown = [r"{\footnotesize missing: \texttt{" + tex(rel(p)) + r"}}\\" for p in missing]
-    lines = [r"\begin{tabular}{c}", r"\toprule", r"\textbf{" + PLACEHOLDER + r"}\\", *shown,
+    lines = [r"\begin{tabular}{c}", r"\toprule", r"\textbf{" + message + r"}\\", *shown,
              r"\bottomrule", r"\end{tabular}"]
     return f"% PLACEHOLDER: {', '.join(rel(p) for p in missing)} not found\n" + "\n".join(lines) + "\n"
 
@@ -268,6 +294,94 @@ def findings(compares: dict[str, dict | None]) -> str:
     return "\\begin{itemize}\n" + "\n".join(items) + "\n\\end{itemize}\n"
 
 
+def ci(c: dict) -> str:
+    return f"[{signed_pp(c['ci_low'])}, {signed_pp(c['ci_high'])}]"
+
+
+def tabular(spec: str, head: str, rows: list[str], foot: list[str] | None = None) -> str:
+    lines = [rf"\begin{{tabular}}{{{spec}}}", r"\toprule", head + r"\\", r"\midrule",
+             *(row + r"\\" for row in rows), r"\bottomrule"]
+    ncols = len(spec.replace("|", ""))
+    lines += [rf"\multicolumn{{{ncols}}}{{l}}{{\footnotesize {text}}}\\" for text in foot or []]
+    return "\n".join(lines + [r"\end{tabular}"]) + "\n"
+
+
+def replication_primary(rep: dict) -> str:
+    """The pre-registered primary endpoint at each seed and pooled."""
+    pr = rep["primary"]
+    rows = []
+    for seed, c in [*pr["per_seed"].items(), ("pooled", pr["pooled"])]:
+        cells = [str(seed), str(c["groups"]), pct(c["base_accuracy"]), pct(c["ft_accuracy"]),
+                 signed_pp(c["delta"]), ci(c), pval(c["p"])]
+        rows.append(" & ".join(rf"\textbf{{{x}}}" if seed == "pooled" else x for x in cells))
+    goal = "met" if pr.get("goal_met") else "not met"
+    return tabular("lrrrrcr", rf"Seed & Groups & {tex(pr['against'])} (\%) & {tex(pr['model'])} (\%) & "
+                   r"$\Delta$ (pp) & 95\% CI & $p$", rows,
+                   [rf"Goal (pooled $\Delta \geq +5$ pp, $p < {rep.get('primary_alpha', 0.01)}$, a gain at "
+                    rf"every seed): {goal}. $p$: exact paired sign-flip test over paraphrase groups."])
+
+
+def replication_secondary(rep: dict) -> str:
+    rows = [" & ".join([tex(s["set"]), tex(s["model"]), tex(s["against"]),
+                        signed_pp(s["pooled"]["delta"]), ci(s["pooled"]), pval(s["pooled"]["p"]),
+                        pval(s["pooled"].get("p_holm")), pct(s["pooled"]["mdd"]) if "mdd" in s["pooled"] else "--"])
+            for s in rep["secondary"]]
+    return tabular("lllrcrrr", r"Set & Model & Against & $\Delta$ (pp) & 95\% CI & $p$ & "
+                   r"$p_{\mathrm{Holm}}$ & MDE (pp)", rows,
+                   [rf"Pooled over seeds {', '.join(map(str, rep['seeds']))}; Holm over all "
+                    f"{len(rep['secondary'])} secondary comparisons. MDE: minimum detectable "
+                    rf"effect at 80\% power, $\alpha = {rep.get('secondary_alpha', 0.05)}$."])
+
+
+def replication_retention(rep: dict) -> str:
+    """Accuracy on the retention set (questions the base often gets right, never trained on)."""
+    change = {s["model"]: s["pooled"] for s in rep["secondary"]
+              if s["set"] == "retention" and s["against"] == "base"}
+    rows = []
+    for model, acc in rep["retention_accuracy"].items():
+        c = change.get(model)
+        rows.append(" & ".join([tex(model), str(acc["groups"]), pct(acc["accuracy"]),
+                                *(["--"] * 4 if c is None else
+                                  [signed_pp(c["delta"]), ci(c), pval(c.get("p_holm")),
+                                   pct(c["mdd"]) if "mdd" in c else "--"])]))
+    return tabular("lrrrcrr", r"Model & Groups & Acc.\ (\%) & $\Delta$ (pp) & 95\% CI & "
+                   r"$p_{\mathrm{Holm}}$ & Min.\ drop (pp)", rows,
+                   [r"Questions the base screened right at least half the time, never trained on. "
+                    r"Min.\ drop: the smallest loss detected at 80\% power, "
+                    rf"$\alpha = {rep.get('secondary_alpha', 0.05)}$."])
+
+
+def replication_waste(rep: dict) -> str:
+    seeds = [str(s) for s in rep["seeds"]]
+    w = rep["waste"]
+
+    def cell(r: dict) -> str:
+        return f"{pct(r['waste_rate'])} ({r['wasted']}/{r['generated']})"
+    rows = [" & ".join([tex(run.get("label", name)), *(cell(run["per_seed"][s]) if s in run["per_seed"]
+                                                      else "--" for s in seeds), cell(run)])
+            for name, run in w["runs"].items()]
+    ratio = "--" if w["ratio"] is None else f"{w['ratio']:.2f}"
+    foot = [rf"Waste (\%): zero-signal groups / groups generated. Pass-rate / uniform, pooled: {ratio}.",
+            rf"Zero-gradient updates a plain loop would have had: {pct(w['plain_loop_zero_gradient_share'])}\%."]
+    return tabular("l" + "r" * (len(seeds) + 1), "Sampler & " + " & ".join(
+        f"Seed {s}" for s in seeds) + " & Pooled", rows, foot)
+
+
+def replication_best_steps(rep: dict) -> str:
+    seeds = [str(s) for s in rep["seeds"]]
+    rows = [" & ".join([tex(run), *(f"{by[s]['step']} ({pct(by[s]['stability'])}\\%)" if s in by else "--"
+                                    for s in seeds)])
+            for run, by in rep["best_steps"].items()]
+    return tabular("l" + "r" * len(seeds), "Run & " + " & ".join(f"Seed {s}" for s in seeds), rows,
+                   [r"Useful step of the best validation checkpoint; in brackets, the share of "
+                    r"bootstrap resamples of the validation groups that choose the same step."])
+
+
+REPLICATION_TABLES = {"primary": replication_primary, "secondary": replication_secondary,
+                      "retention": replication_retention, "waste": replication_waste,
+                      "best_steps": replication_best_steps}
+
+
 def training_figure(plot: Path) -> str:
     if not plot.exists():
         return (f"% PLACEHOLDER: {rel(plot)} not found\n"
@@ -314,6 +428,8 @@ def main(argv=None):
     # Read and check everything before writing anything.
     compares = {name: load_compare(path) for name, path in paths.items()}
     stats = [(label, Path(p), load_stats(Path(p))) for label, p in stat_paths]
+    rep_path = Path(args.replication)
+    rep = load_replication(rep_path)
 
     files: dict[str, str] = {}
     for name, _, _ in SETS:
@@ -341,9 +457,13 @@ def main(argv=None):
         waste_table(found, args.note) if found else placeholder([p for _, p, _ in stats]))
     files["findings.tex"] = header(present) + findings(compares)
     files["training_figure.tex"] = header([plot] if plot.exists() else []) + training_figure(plot)
+    for name, table in REPLICATION_TABLES.items():
+        files[f"replication_{name}.tex"] = header([rep_path] if rep else []) + (
+            table(rep) if rep else placeholder([rep_path], REPLICATION_PLACEHOLDER))
     files["sources.tex"] = header([]) + sources_list(
         [(f"Table, {head}", paths[name]) for name, head, _ in SETS]
-        + [(f"Waste, {label}", path) for label, path, _ in stats] + [("Training plot", plot)])
+        + [(f"Waste, {label}", path) for label, path, _ in stats] + [("Training plot", plot)]
+        + [("Replication tables", rep_path)])
 
     out.mkdir(exist_ok=True)
     for name, text in files.items():

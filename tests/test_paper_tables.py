@@ -163,3 +163,66 @@ def test_every_table_the_paper_and_slides_input_is_one_the_script_writes(tmp_pat
         text = (ROOT / "paper" / source).read_text()
         used = set(re.findall(r"\\result(?:table|list)\{(\w+)\}", text))
         assert used and used <= written, (source, used - written)
+
+
+def pp(x: float) -> str:
+    return f"{100 * x:+.1f}".replace("-", "$-$")
+
+
+def rows_of(path: Path) -> dict[str, list[str]]:
+    """Table rows by their first cells (two for the secondary table: set and model)."""
+    out = {}
+    for line in body(path).splitlines():
+        if " & " in line:
+            cells = [c.strip() for c in line.rstrip("\\").split(" & ")]
+            out[cells[0]] = out[" / ".join(cells[:3])] = cells
+    return out
+
+
+def test_replication_tables_numbers_match_the_pooled_json(tmp_path, capsys):
+    pooled = ROOT / "results" / "dev-100" / "pooled.json"  # the committed development seed
+    code, _, err = run(["--results-dir", tmp_path / "none", "--replication", pooled,
+                        "--out", tmp_path / "tables"], capsys)
+    assert code == 0, err
+    rep = json.loads(pooled.read_text())
+    tables = tmp_path / "tables"
+    primary = rows_of(tables / "replication_primary.tex")
+    for seed, c in [*rep["primary"]["per_seed"].items(), ("pooled", rep["primary"]["pooled"])]:
+        cells = [re.sub(r"\\textbf\{(.*)\}", r"\1", x) for x in primary[
+            rf"\textbf{{{seed}}}" if seed == "pooled" else seed]]
+        assert cells[1:6] == [str(c["groups"]), f"{100 * c['base_accuracy']:.1f}",
+                              f"{100 * c['ft_accuracy']:.1f}", pp(c["delta"]),
+                              f"[{pp(c['ci_low'])}, {pp(c['ci_high'])}]"]
+    assert "every seed): met." in body(tables / "replication_primary.tex")
+    secondary = rows_of(tables / "replication_secondary.tex")
+    for s in rep["secondary"]:
+        c = s["pooled"]
+        cells = secondary[" / ".join([s["set"], s["model"], s["against"]])]
+        assert cells[3] == pp(c["delta"]) and cells[7] == f"{100 * c['mdd']:.1f}"
+    retention = rows_of(tables / "replication_retention.tex")
+    assert retention["base"][1:] == ["133", "44.0", "--", "--", "--", "--"]
+    assert retention["SFT warm start"][2:4] == ["42.1", "$-$1.8"]  # fixed by the seed's files
+    waste = rows_of(tables / "replication_waste.tex")
+    assert waste["uniform draws"][1:] == ["29.3 (147/501)"] * 2
+    assert "pooled: 0.67." in body(tables / "replication_waste.tex")
+    steps = rows_of(tables / "replication_best_steps.tex")
+    assert steps["exp7"][1] == r"152 (38.0\%)"
+
+
+def test_missing_replication_is_a_placeholder_naming_its_command(tmp_path, capsys):
+    code, _, err = run(["--results-dir", tmp_path / "none", "--replication", tmp_path / "no.json",
+                        "--out", tmp_path / "tables"], capsys)
+    assert code == 0, err
+    for name in ("primary", "secondary", "retention", "waste", "best_steps"):
+        text = body(tmp_path / "tables" / f"replication_{name}.tex")
+        assert r"run \texttt{python demo.py --seeds 2,3,4}" in text and "no.json" in text
+
+
+def test_malformed_replication_is_an_error_and_writes_nothing(tmp_path, capsys):
+    bad = tmp_path / "pooled.json"
+    rep = json.loads((ROOT / "results" / "dev-100" / "pooled.json").read_text())
+    del rep["secondary"][3]["pooled"]["ci_low"]
+    bad.write_text(json.dumps(rep))
+    code, _, err = run(["--replication", bad, "--out", tmp_path / "tables"], capsys)
+    assert code == 2 and str(bad) in err and "secondary 3 comparison lacks" in err
+    assert not (tmp_path / "tables").exists()
