@@ -67,6 +67,10 @@ RETENTION_TITLE = "Retention (held-out questions the base screened right at leas
 # batches are faster; it never changes a result (per-question seeds).
 MICRO_BATCH = 64
 RESULTS_START, RESULTS_END = "<!-- demo-results:start -->", "<!-- demo-results:end -->"
+# RESULTS.md quotes the pre-registered replication (these seeds, default folders) verbatim
+CONFIRMATORY_SEEDS = [2, 3, 4]
+REPLICATION_START, REPLICATION_END = ("<!-- replication-results:start -->",
+                                      "<!-- replication-results:end -->")
 
 
 def signal_stopped(done: Path | None) -> bool:
@@ -454,8 +458,11 @@ def replicate(args, seeds: list[int]) -> int:
     if finished:
         pooled = replication_report.pooled_results(out, seeds)
         atomic_write_json(out / "pooled.json", pooled)
-        (out / "report.md").write_text(replication_report.build_report(pooled))
+        report = replication_report.build_report(pooled)
+        (out / "report.md").write_text(report)
         print(f"[demo] pooled report: {out / 'report.md'}")
+        if seeds == CONFIRMATORY_SEEDS and not args.fast and args.results_dir is None:
+            splice_results_md(ROOT / "RESULTS.md", report, REPLICATION_START, REPLICATION_END)
     print(f"[demo] finished in {time.time() - started:.0f} s")
     return 0
 

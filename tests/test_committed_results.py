@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
+import demo
 from relrl import replication_report as rr
+from relrl.demo_report import splice_results_md
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = sorted(p.parent for p in (ROOT / "results").glob("*/pooled.json"))
@@ -39,3 +41,16 @@ def test_pooled_numbers_and_report_are_recomputed_from_the_seed_files(folder):
     # the report as the current code writes it; a section added since (run time) aside
     report = rr.build_report(fresh).split("\n## Run time and code")[0]
     assert (folder / "report.md").read_text().split("\n## Run time and code")[0] == report
+
+
+def test_results_md_quotes_the_replication_report_verbatim(tmp_path):
+    report = ROOT / "results" / "demo-replication" / "report.md"
+    text = (ROOT / "RESULTS.md").read_text()
+    section = text.split(demo.REPLICATION_START)[1].split(demo.REPLICATION_END)[0]
+    if not report.is_file():
+        assert section.strip() == "Not in yet: the confirmatory run is going."
+        return
+    copy = tmp_path / "RESULTS.md"
+    copy.write_text(text)
+    splice_results_md(copy, report.read_text(), demo.REPLICATION_START, demo.REPLICATION_END)
+    assert copy.read_text() == text

@@ -85,6 +85,27 @@ def test_seeds_run_each_seed_into_its_folder_then_pool(tmp_path, monkeypatch):
     assert (out / "report.md").read_text().startswith("# Miniature study, replicated (seeds 2, 3)")
 
 
+@pytest.mark.parametrize("seeds, spliced", [("2,3,4", True), ("2,3", False)])
+def test_only_the_confirmatory_seeds_write_their_report_into_results_md(tmp_path, monkeypatch,
+                                                                        seeds, spliced):
+    monkeypatch.setattr(demo, "ROOT", tmp_path)
+    for name in demo.STAGES:
+        monkeypatch.setattr(demo.Demo, name, (lambda self: write_fake_seed(self.out, self.seed))
+                            if name == "report" else (lambda self: None))
+    before = f"# Results\n{demo.REPLICATION_START}\nnot in yet\n{demo.REPLICATION_END}\nKeep me.\n"
+    (tmp_path / "RESULTS.md").write_text(before)
+    assert demo.main(["--seeds", seeds]) == 0
+    report = (tmp_path / "results" / "demo-replication" / "report.md").read_text()
+    text = (tmp_path / "RESULTS.md").read_text()
+    if not spliced:
+        assert text == before
+        return
+    assert "not in yet" not in text and text.endswith(f"{demo.REPLICATION_END}\nKeep me.\n")
+    # the report two heading levels down, every other line as written
+    assert f"### Miniature study, replicated (seeds {seeds.replace(',', ', ')})" in text
+    assert all(line in text for line in report.splitlines() if not line.startswith("#"))
+
+
 def test_stop_after_skips_the_pooled_report(tmp_path, monkeypatch):
     for name in demo.STAGES:
         monkeypatch.setattr(demo.Demo, name, lambda self: None)

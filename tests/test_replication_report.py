@@ -38,7 +38,7 @@ def write_fake_seed(folder, seed):
             (folder / "eval" / set_name / f"{rr.slug(model)}.json").write_text(json.dumps(
                 {"kind": "pair_result", "base": {"results": base}, "finetuned": {"results": ft}}))
     for run in ("exp7", "exp7_passrate", "exp10"):
-        wasted, total = WASTE[seed].get(run, (10, 50))
+        wasted, total = WASTE.get(seed, {}).get(run, (10, 50))
         (folder / f"grpo_{run}").mkdir()
         (folder / f"grpo_{run}" / "statistics.json").write_text(json.dumps(
             {"wasted_steps": wasted, "total_attempts": total, "best_step": 50 * seed}))
