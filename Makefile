@@ -53,8 +53,9 @@ paper: install
 	$(MAKE) -C paper PY=$(abspath $(PY))
 
 # Mutation testing of the core modules, each against its own fast tests (slow; not in `make test`).
-# MUTANTS="grpo_loss stats" limits it to some; see the README's test section.
+# MUTANTS="grpo_loss stats" limits it to some, MUTANT_JOBS=2 tests two mutants at a time; see the
+# README's test section.
 .PHONY: mutants
 mutants: install
 	$(PY) -c "import mutmut" 2>/dev/null || $(PY) -m pip install -q "mutmut>=3.8,<4"
-	$(PY) tests/mutation/run_mutants.py $(MUTANTS)
+	$(PY) tests/mutation/run_mutants.py $(if $(MUTANT_JOBS),--jobs $(MUTANT_JOBS),) $(MUTANTS)

@@ -8,9 +8,11 @@ score's denominator.
 
     python tests/mutation/run_mutants.py                 # every module below
     python tests/mutation/run_mutants.py grpo_loss stats # some
+    python tests/mutation/run_mutants.py --jobs 2 grading  # two mutants at a time (a quiet machine)
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -98,11 +100,11 @@ def statuses(folder: Path) -> dict[str, str]:
 KILLED, SURVIVED = ("killed", "timeout"), ("survived", "no tests")
 
 
-def run(module: str) -> dict:
+def run(module: str, jobs: int = 1) -> dict:
     folder = prepare(module)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.setdefault("RELRL_CACHE", str(ROOT / ".cache" / "relrl"))
-    subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", "1"],
+    subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs)],
                    cwd=folder, env=env, check=True)
     found = statuses(folder)
     # "no tests": no test of the module even reaches the mutated function, so nothing kills it
@@ -118,12 +120,20 @@ def run(module: str) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    modules = argv or list(MODULES)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("modules", nargs="*", help=f"some of: {', '.join(MODULES)} (default all)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="mutants tested at a time (default 1: the machine is shared)")
+    args = parser.parse_args(argv)
+    modules = args.modules or list(MODULES)
     unknown = [m for m in modules if m not in MODULES]
     if unknown:
         print(f"unknown module {unknown[0]!r}; choose from {', '.join(MODULES)}", file=sys.stderr)
         return 2
-    rows = [run(m) for m in modules]
+    if args.jobs < 1:
+        print(f"--jobs: need a positive integer, got {args.jobs}", file=sys.stderr)
+        return 2
+    rows = [run(m, args.jobs) for m in modules]
     print(f"\n{'module':18} {'killed':>7} {'survived':>9} {'equivalent':>11} {'score':>7}")
     for r in rows:
         print(f"{r['module']:18} {r['killed']:7} {r['survived']:9} {r['equivalent']:11} "
