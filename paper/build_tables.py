@@ -105,7 +105,8 @@ def load_compare(path: Path) -> dict | None:
     return data
 
 
-REPLICATION_KEYS = ("seeds", "primary", "secondary", "retention_accuracy", "waste", "best_steps")
+REPLICATION_KEYS = ("seeds", "primary_alpha", "secondary_alpha", "primary", "secondary",
+                    "retention_accuracy", "waste", "best_steps")
 COMPARISON_KEYS = ("delta", "ci_low", "ci_high", "p", "groups")
 
 
@@ -118,9 +119,11 @@ def load_replication(path: Path) -> dict | None:
         raise DatasetError(f"{path}: not a replication pooled.json (need {', '.join(REPLICATION_KEYS)})")
     for i, entry in enumerate([data["primary"], *data["secondary"]]):
         where = "primary" if i == 0 else f"secondary {i - 1}"
-        rows = [entry.get("pooled"), *(entry.get("per_seed") or {}).values()]
-        if not all(isinstance(r, dict) and all(k in r for k in COMPARISON_KEYS) for r in rows):
-            raise DatasetError(f"{path}: {where} comparison lacks one of {', '.join(COMPARISON_KEYS)}")
+        pooled, per_seed = entry.get("pooled"), (entry.get("per_seed") or {}).values()
+        rows = [(pooled, (*COMPARISON_KEYS, "mdd")), *((r, COMPARISON_KEYS) for r in per_seed)]
+        if not all(isinstance(r, dict) and all(k in r for k in keys) for r, keys in rows):
+            raise DatasetError(f"{path}: {where} comparison lacks one of "
+                               f"{', '.join(COMPARISON_KEYS)}, mdd (pooled)")
     return data
 
 
@@ -301,8 +304,7 @@ def ci(c: dict) -> str:
 def tabular(spec: str, head: str, rows: list[str], foot: list[str] | None = None) -> str:
     lines = [rf"\begin{{tabular}}{{{spec}}}", r"\toprule", head + r"\\", r"\midrule",
              *(row + r"\\" for row in rows), r"\bottomrule"]
-    ncols = len(spec.replace("|", ""))
-    lines += [rf"\multicolumn{{{ncols}}}{{l}}{{\footnotesize {text}}}\\" for text in foot or []]
+    lines += [rf"\multicolumn{{{len(spec)}}}{{l}}{{\footnotesize {text}}}\\" for text in foot or []]
     return "\n".join(lines + [r"\end{tabular}"]) + "\n"
 
 
@@ -317,20 +319,20 @@ def replication_primary(rep: dict) -> str:
     goal = "met" if pr.get("goal_met") else "not met"
     return tabular("lrrrrcr", rf"Seed & Groups & {tex(pr['against'])} (\%) & {tex(pr['model'])} (\%) & "
                    r"$\Delta$ (pp) & 95\% CI & $p$", rows,
-                   [rf"Goal (pooled $\Delta \geq +5$ pp, $p < {rep.get('primary_alpha', 0.01)}$, a gain at "
+                   [rf"Goal (pooled $\Delta \geq +5$ pp, $p < {rep['primary_alpha']}$, a gain at "
                     rf"every seed): {goal}. $p$: exact paired sign-flip test over paraphrase groups."])
 
 
 def replication_secondary(rep: dict) -> str:
     rows = [" & ".join([tex(s["set"]), tex(s["model"]), tex(s["against"]),
                         signed_pp(s["pooled"]["delta"]), ci(s["pooled"]), pval(s["pooled"]["p"]),
-                        pval(s["pooled"].get("p_holm")), pct(s["pooled"]["mdd"]) if "mdd" in s["pooled"] else "--"])
+                        pval(s["pooled"]["p_holm"]), pct(s["pooled"]["mdd"])])
             for s in rep["secondary"]]
     return tabular("lllrcrrr", r"Set & Model & Against & $\Delta$ (pp) & 95\% CI & $p$ & "
                    r"$p_{\mathrm{Holm}}$ & MDE (pp)", rows,
                    [rf"Pooled over seeds {', '.join(map(str, rep['seeds']))}; Holm over all "
                     f"{len(rep['secondary'])} secondary comparisons. MDE: minimum detectable "
-                    rf"effect at 80\% power, $\alpha = {rep.get('secondary_alpha', 0.05)}$."])
+                    rf"effect at 80\% power, $\alpha = {rep['secondary_alpha']}$."])
 
 
 def replication_retention(rep: dict) -> str:
@@ -342,13 +344,12 @@ def replication_retention(rep: dict) -> str:
         c = change.get(model)
         rows.append(" & ".join([tex(model), str(acc["groups"]), pct(acc["accuracy"]),
                                 *(["--"] * 4 if c is None else
-                                  [signed_pp(c["delta"]), ci(c), pval(c.get("p_holm")),
-                                   pct(c["mdd"]) if "mdd" in c else "--"])]))
+                                  [signed_pp(c["delta"]), ci(c), pval(c["p_holm"]), pct(c["mdd"])])]))
     return tabular("lrrrcrr", r"Model & Groups & Acc.\ (\%) & $\Delta$ (pp) & 95\% CI & "
                    r"$p_{\mathrm{Holm}}$ & Min.\ drop (pp)", rows,
                    [r"Questions the base screened right at least half the time, never trained on. "
                     r"Min.\ drop: the smallest loss detected at 80\% power, "
-                    rf"$\alpha = {rep.get('secondary_alpha', 0.05)}$."])
+                    rf"$\alpha = {rep['secondary_alpha']}$."])
 
 
 def replication_waste(rep: dict) -> str:
@@ -357,9 +358,9 @@ def replication_waste(rep: dict) -> str:
 
     def cell(r: dict) -> str:
         return f"{pct(r['waste_rate'])} ({r['wasted']}/{r['generated']})"
-    rows = [" & ".join([tex(run.get("label", name)), *(cell(run["per_seed"][s]) if s in run["per_seed"]
+    rows = [" & ".join([tex(run["label"]), *(cell(run["per_seed"][s]) if s in run["per_seed"]
                                                       else "--" for s in seeds), cell(run)])
-            for name, run in w["runs"].items()]
+            for run in w["runs"].values()]
     ratio = "--" if w["ratio"] is None else f"{w['ratio']:.2f}"
     foot = [rf"Waste (\%): zero-signal groups / groups generated. Pass-rate / uniform, pooled: {ratio}.",
             rf"Zero-gradient updates a plain loop would have had: {pct(w['plain_loop_zero_gradient_share'])}\%."]
