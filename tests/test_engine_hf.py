@@ -55,14 +55,6 @@ def test_more_samples_extend_fewer(tiny):
     assert four[:2] == two
 
 
-def test_seeds_are_stable_numbers():
-    assert sample_seed(0, 0) == sample_seed(0, 0) != sample_seed(0, 1)
-    assert question_seed(0, "abc") != question_seed(1, "abc")
-    assert 0 <= sample_seed(123, 4) < 2**63
-    # fixed values: a change here changes every recorded run
-    assert question_seed(0, "q1") == 5568507183783364966
-
-
 def test_gumbel_sampler_draws_from_softmax_with_top_p():
     logits = torch.tensor([2.0, 1.5, 1.0, 0.0, -1.0, -3.0])
     temperature, top_p = 0.8, 0.95

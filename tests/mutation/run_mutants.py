@@ -36,7 +36,7 @@ MODULES = {
     "stats": ["tests/test_stats.py"],
     # the bf16 autograd function and Unsloth's packed rows are tested with the GPU stack
     "logprobs": ["tests/test_logprobs.py", "tests/test_logprobs_edges.py", "tests/test_gpu_stack.py"],
-    "engines.base": ["tests/test_engine_hf.py", "tests/test_engine_stop.py"],
+    "engines.base": ["tests/test_engine_base.py", "tests/test_engine_hf.py", "tests/test_engine_stop.py"],
     "engines.hf": ["tests/test_engine_hf.py", "tests/test_engine_stop.py"],
 }
 # what the tests import or run (the engine tests start training and evaluation scripts)
