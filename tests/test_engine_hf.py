@@ -9,7 +9,7 @@ from relrl.cli import UsageError
 from relrl.models import load_model
 from relrl.prompting import build_prompt
 from relrl.engines.base import SamplingConfig, question_seed, sample_seed, stop_token_ids
-from relrl.engines.hf import SeededGumbelSampler, filter_top_p, generate
+from relrl.engines.hf import SeededGumbelSampler, StopRequested, filter_top_p, generate
 
 QUESTIONS = [
     "A pump has a constant failure rate of 0.002 per hour. Find R(500 h).",
@@ -107,6 +107,32 @@ def test_stops_at_end_of_turn_and_flags_truncation():
                 assert c.token_ids[-1] in stops and not stops & set(c.token_ids[:-1])
             assert c.text == tok.decode(c.token_ids, skip_special_tokens=True)
             assert "<|im_end|>" not in c.text
+
+
+def test_the_models_own_generation_defaults_never_reach_the_sampler():
+    # generate() fills every unset field from model.generation_config; a checkpoint that ships
+    # penalties, beams, a minimum length or other stop and pad ids must not change a completion
+    model, tok = load_model("tiny-random")
+    model = _stop_prone(model, tok, bias=math.log(0.15 * len(tok)))
+    prompts = [build_prompt(tok, q) for q in QUESTIONS[:2]]
+    config = SamplingConfig(max_new_tokens=10, micro_batch=8)
+    clean = generate(model, tok, prompts, 4, [5, 6], config)
+    assert {c.truncated for row in clean for c in row} == {True, False}
+    assert min(len(c.token_ids) for row in clean for c in row) < 5  # some stop before min length
+    other = tok.convert_tokens_to_ids("a")
+    for name, value in (("do_sample", True), ("num_beams", 2), ("num_return_sequences", 2),
+                        ("eos_token_id", other), ("pad_token_id", other), ("use_cache", False),
+                        ("repetition_penalty", 3.0), ("encoder_repetition_penalty", 3.0),
+                        ("no_repeat_ngram_size", 1), ("min_new_tokens", 5)):
+        setattr(model.generation_config, name, value)
+    assert _ids(generate(model, tok, prompts, 4, [5, 6], config)) == _ids(clean)
+
+
+def test_a_stop_request_answers_on_the_device_and_dtype_generate_uses():
+    ids = torch.empty((3, 5), dtype=torch.long, device="meta")
+    for asked in (False, True):
+        done = StopRequested(lambda: asked)(ids, None)
+        assert done.device.type == "meta" and done.dtype == torch.bool and done.shape == (3,)
 
 
 def test_greedy_matches_plain_generate(tiny):
