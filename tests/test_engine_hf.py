@@ -9,7 +9,7 @@ from relrl.cli import UsageError
 from relrl.models import load_model
 from relrl.prompting import build_prompt
 from relrl.engines.base import SamplingConfig, question_seed, sample_seed, stop_token_ids
-from relrl.engines.hf import SeededGumbelSampler, StopRequested, filter_top_p, generate
+from relrl.engines.hf import SeededGumbelSampler, StopRequested, _left_pad, filter_top_p, generate
 
 QUESTIONS = [
     "A pump has a constant failure rate of 0.002 per hour. Find R(500 h).",
@@ -133,6 +133,50 @@ def test_a_stop_request_answers_on_the_device_and_dtype_generate_uses():
     for asked in (False, True):
         done = StopRequested(lambda: asked)(ids, None)
         assert done.device.type == "meta" and done.dtype == torch.bool and done.shape == (3,)
+
+
+def test_left_padding_gives_long_ids_and_a_zero_one_mask():
+    ids, mask = _left_pad([[5, 6, 7], [8]], pad_id=3)
+    assert ids.tolist() == [[5, 6, 7], [3, 3, 8]] and mask.tolist() == [[1, 1, 1], [0, 0, 1]]
+    assert ids.dtype == mask.dtype == torch.long  # what HF documents for both
+
+
+def test_a_completion_can_stop_at_its_first_token():
+    model, tok = load_model("tiny-random")
+    model = _stop_prone(model, tok, bias=math.log(1000 * len(tok)))
+    out = generate(model, tok, [build_prompt(tok, QUESTIONS[0])], 4, [1], SamplingConfig(max_new_tokens=4))
+    assert any(len(c.token_ids) == 1 and not c.truncated for c in out[0])
+
+
+def test_a_tokenizer_without_a_pad_token_pads_with_a_stop_token(tiny):
+    model, tok = tiny
+    prompts = [build_prompt(tok, q) for q in QUESTIONS]
+    config = SamplingConfig(max_new_tokens=6, micro_batch=4)
+    padded = generate(model, tok, prompts, 1, [0, 1, 2, 3], config)
+    pad = tok.pad_token
+    tok.pad_token = None
+    try:
+        assert tok.pad_token_id is None
+        assert _ids(generate(model, tok, prompts, 1, [0, 1, 2, 3], config)) == _ids(padded)
+    finally:
+        tok.pad_token = pad
+
+
+def test_micro_batches_hold_prompts_of_similar_length(tiny, monkeypatch):
+    model, tok = tiny
+    widths = []
+    plain = model.generate
+
+    def recording(*args, input_ids, **kwargs):
+        widths.append(input_ids.shape[1])
+        return plain(*args, input_ids=input_ids, **kwargs)
+
+    monkeypatch.setattr(model, "generate", recording)
+    short, long = build_prompt(tok, "x"), build_prompt(tok, QUESTIONS[1] * 3)
+    generate(model, tok, [short, long, short, long], 1, [0, 1, 2, 3],
+             SamplingConfig(max_new_tokens=2, micro_batch=2))
+    n_short, n_long = (len(tok(p, add_special_tokens=False)["input_ids"]) for p in (short, long))
+    assert widths == [n_long, n_short]  # longest first: no short prompt padded to a long one
 
 
 def test_greedy_matches_plain_generate(tiny):
