@@ -12,7 +12,6 @@ score's denominator.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import re
@@ -22,6 +21,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from relrl.cli import ArgumentParser, positive_int  # noqa: E402
+
 WORK = ROOT / ".mutants"
 EQUIVALENT = Path(__file__).with_name("equivalent.md")
 # module (dotted, under relrl/) -> its fast test files. The vLLM engine (relrl/engines/vllm.py)
@@ -120,19 +122,16 @@ def run(module: str, jobs: int = 1) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("modules", nargs="*", help=f"some of: {', '.join(MODULES)} (default all)")
-    parser.add_argument("--jobs", type=int, default=1,
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("modules", nargs="*", metavar="MODULE",
+                        help=f"some of: {', '.join(MODULES)} (default all)")
+    parser.add_argument("--jobs", type=positive_int("--jobs"), default=1,
                         help="mutants tested at a time (default 1: the machine is shared)")
     args = parser.parse_args(argv)
     modules = args.modules or list(MODULES)
     unknown = [m for m in modules if m not in MODULES]
     if unknown:
-        print(f"unknown module {unknown[0]!r}; choose from {', '.join(MODULES)}", file=sys.stderr)
-        return 2
-    if args.jobs < 1:
-        print(f"--jobs: need a positive integer, got {args.jobs}", file=sys.stderr)
-        return 2
+        parser.error(f"unknown module {unknown[0]!r}; choose from {', '.join(MODULES)}")
     rows = [run(m, args.jobs) for m in modules]
     print(f"\n{'module':18} {'killed':>7} {'survived':>9} {'equivalent':>11} {'score':>7}")
     for r in rows:
