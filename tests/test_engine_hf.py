@@ -79,6 +79,65 @@ def test_filter_top_p_keeps_smallest_set_reaching_mass():
     assert not torch.isinf(filter_top_p(logits, 1.0)).any()
 
 
+def test_top_p_of_one_keeps_tokens_whose_mass_rounds_away():
+    # in float32 the first token's probability rounds to 1.0, so "mass before >= top_p" would
+    # drop the second token at top_p = 1.0: a top-p of one must mean no filter at all
+    scores = torch.tensor([[30.0, 0.0]])
+    assert torch.equal(filter_top_p(scores, 1.0), scores)
+
+
+def test_one_prompt_under_two_seeds_gives_two_samples(tiny):
+    model, tok = tiny
+    prompt = build_prompt(tok, QUESTIONS[0])
+    rows = _ids(generate(model, tok, [prompt, prompt], 1, [1, 2], SamplingConfig(max_new_tokens=12)))
+    assert rows[0] != rows[1]
+
+
+class _ModelOnAnotherDevice(torch.nn.Module):
+    """Stands in for a model on an accelerator: its embeddings sit on the meta device, and its
+    generate() runs the logits processors once, as HF does, on scores where the inputs are."""
+
+    def __init__(self, stop_id: int):
+        super().__init__()
+        self.embed = torch.nn.Embedding(4, 2, device="meta")
+        self.stop_id, self.seen = stop_id, {}
+
+    def get_input_embeddings(self):
+        return self.embed
+
+    def generate(self, input_ids, attention_mask, generation_config, logits_processor,
+                 stopping_criteria):
+        self.seen.update(ids=input_ids.device, mask=attention_mask.device)
+        logits_processor(input_ids, torch.zeros((input_ids.shape[0], 5), device=input_ids.device))
+        width = input_ids.shape[1]
+        return torch.full((input_ids.shape[0], width + 1), self.stop_id)
+
+
+def test_inputs_generators_and_noise_sit_on_the_models_device(tiny, monkeypatch):
+    # On a GPU, CPU inputs or a CPU generator for CUDA scores fail; here the meta device plays
+    # the accelerator, and the generator and noise calls are recorded (meta has no generator).
+    _, tok = tiny
+    made, drawn = [], []
+    real_generator, real_rand = torch.Generator, torch.rand
+
+    def generator(device=None):
+        made.append(torch.device(device) if device is not None else None)
+        return real_generator()
+
+    def rand(*size, generator=None, device=None):
+        drawn.append(torch.device(device) if device is not None else None)
+        return real_rand(*size, generator=generator, device=device)
+
+    monkeypatch.setattr(torch, "Generator", generator)
+    monkeypatch.setattr(torch, "rand", rand)
+    model = _ModelOnAnotherDevice(stop_token_ids(tok)[0])
+    meta = torch.device("meta")
+    out = generate(model, tok, [build_prompt(tok, QUESTIONS[0])], 2, [3], SamplingConfig(max_new_tokens=4))
+    assert model.seen == {"ids": meta, "mask": meta}
+    assert made == [meta, meta] and drawn == [meta, meta]
+    assert [len(c.token_ids) for c in out[0]] == [1, 1]
+
+
 def _stop_prone(model, tok, bias):
     """The same model with a head bias making <|im_end|> likely at every step."""
     stop = tok.convert_tokens_to_ids("<|im_end|>")
