@@ -143,14 +143,12 @@ def _evaluate(m: re.Match) -> tuple[float | None, str]:
     if abs(exponent) > 10_000:
         value = math.inf if exponent > 0 else 0.0
     else:
-        value = float(f"{m['sign']}{mant}e{exponent}")
+        value = float(f"{mant}e{exponent}")
     if m["pow"] is not None:
         try:
             value = value ** float(m["pow"])
         except (OverflowError, ZeroDivisionError):
             return None, "overflow"
-        if isinstance(value, complex):
-            return None, "not a real number"
     if m["den"] is not None:
         den_exponent = min(max(_small_int(m["dexp"]) or 0, -10_000), 10_000)
         den = _decimal(m["den"])
@@ -158,6 +156,8 @@ def _evaluate(m: re.Match) -> tuple[float | None, str]:
         if den == 0:
             return None, "division by zero"
         value = value / den
+    if m["sign"] == "-":  # after the power: -2^2 is -4, -10^{-4} is -0.0001
+        value = -value
     if not math.isfinite(value):
         return None, "overflow"
     if value == 0 and mant.strip("0."):  # a non-zero number too small for a float
@@ -339,7 +339,8 @@ _TABLE_ROW = re.compile(r"^\s*\|")
 _BOLD_WITH_DIGIT = re.compile(r"\*\*[^*\n]*\d[^*\n]*\*\*")
 _MAX_IN_LINE = 64
 _MAX_ITEMS = 32  # list items or table rows read from one final-answer section
-_PARENTHETICAL = re.compile(r"(?<=\s)\([^()]*\)")
+# a side remark: after a space, and not a term of an expression such as "1 - (0.35)^3"
+_PARENTHETICAL = re.compile(r"(?<=\s)(?<![-+−*/×·]\s)\([^()]*\)(?!\s*[\^*/×·])")
 _CLAUSE_END = re.compile(
     r"[.;!?](?=\s|$)|,\s+(?:which|meaning|i\.e\.|that is|so|and|or)\b|\s—\s", re.IGNORECASE
 )
