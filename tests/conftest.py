@@ -2,6 +2,8 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 # One thread per process: the tests start many small model processes on a 2-core machine, where
 # torch's default thread count oversubscribes the cores and slows tiny models by an order of
 # magnitude. No test may reach a model hub.
@@ -21,3 +23,13 @@ def pytest_collection_modifyitems(items):
     overlap the short ones instead of forming the run's tail."""
     slow = {item.path for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: item.path not in slow)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def grading_caches_start_empty():
+    """The grader caches parsed targets. mutmut runs each mutant's tests in a process forked
+    from one that has graded already, so a cached target would skip the mutated code."""
+    from relrl import grading
+
+    grading._parse_target_text.cache_clear()
+    grading._parse_target_values.cache_clear()

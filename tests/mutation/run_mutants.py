@@ -34,7 +34,9 @@ MODULES = {
     "dynamic_sampling": ["tests/test_dynamic_sampling.py"],
     "checkpointing": ["tests/test_checkpointing.py"],
     "grading": ["tests/test_grading.py", "tests/test_grading_patterns.py",
-                "tests/test_grading_properties.py", "tests/test_grading_values.py"],
+                "tests/test_grading_properties.py", "tests/test_grading_values.py",
+                "tests/test_grading_number_edges.py", "tests/test_grading_final_sections.py",
+                "tests/test_grading_last_line.py", "tests/test_grading_text_forms.py"],
     "stats": ["tests/test_stats.py"],
     # the bf16 autograd function and Unsloth's packed rows are tested with the GPU stack
     "logprobs": ["tests/test_logprobs.py", "tests/test_logprobs_edges.py", "tests/test_gpu_stack.py"],
