@@ -5,19 +5,8 @@ exponents, exponents beyond +-10,000), the fields of a Number and an Extraction,
 reading, and grades whose error falls exactly on a tolerance or band limit."""
 import pytest
 
-from relrl.grading import (_EPS, RewardTiers, _parse_target_text, _parse_target_values,
-                           extract_answer, find_numbers, grade, parse_number, parse_target,
-                           parse_target_number, parse_target_values)
-
-
-@pytest.fixture(autouse=True)
-def fresh_target_caches():
-    """Targets are cached; a test reads what its own call computes, not an earlier test's."""
-    _parse_target_text.cache_clear()
-    _parse_target_values.cache_clear()
-    yield
-    _parse_target_text.cache_clear()
-    _parse_target_values.cache_clear()
+from relrl.grading import (_EPS, RewardTiers, extract_answer, find_numbers, grade, parse_number,
+                           parse_target, parse_target_number, parse_target_values)
 
 
 # ---------------------------------------------------------------- why a value is unusable
