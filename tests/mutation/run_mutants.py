@@ -30,9 +30,9 @@ EQUIVALENT = Path(__file__).with_name("equivalent.md")
 # is left out: each of its tests starts vLLM (seconds), too slow to run per mutant; its
 # behaviour is pinned against the HF engine's by tests/test_engine_vllm.py instead.
 MODULES = {
-    "grpo_loss": ["tests/test_grpo_loss.py"],
-    "dynamic_sampling": ["tests/test_dynamic_sampling.py"],
-    "checkpointing": ["tests/test_checkpointing.py"],
+    "grpo_loss": ["tests/test_grpo_loss.py", "tests/test_grpo_loss_edges.py"],
+    "dynamic_sampling": ["tests/test_dynamic_sampling.py", "tests/test_question_sampler_weights.py"],
+    "checkpointing": ["tests/test_checkpointing.py", "tests/test_stop_flag.py"],
     "grading": ["tests/test_grading.py", "tests/test_grading_patterns.py",
                 "tests/test_grading_properties.py", "tests/test_grading_values.py",
                 "tests/test_grading_number_edges.py", "tests/test_grading_final_sections.py",

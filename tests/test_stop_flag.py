@@ -1,0 +1,36 @@
+"""StopFlag's stop file: the file named by $RELRL_STOP_FILE appearing requests a stop, its text
+naming the signal (SIGUSR1 when it names none or cannot be read); an empty variable means none."""
+import pytest
+
+from relrl.checkpointing import STOP_FILE_ENV, StopFlag
+
+
+@pytest.mark.parametrize("text, signal", [("SIGTERM\n", "SIGTERM"), ("SIGUSR1", "SIGUSR1"),
+                                          ("", "SIGUSR1"), ("stop now", "SIGUSR1")])
+def test_the_stop_file_appearing_requests_a_stop_named_by_its_text(tmp_path, monkeypatch,
+                                                                    text, signal):
+    stop_file = tmp_path / "stop"
+    monkeypatch.setenv(STOP_FILE_ENV, str(stop_file))
+    flag = StopFlag()
+    assert flag.stop_file == str(stop_file)
+    assert not flag.requested and flag.signal is None  # not written yet
+    stop_file.write_text(text, encoding="utf-8")
+    assert flag.requested and flag.signal == signal
+
+
+def test_an_unreadable_stop_file_still_requests_a_stop(tmp_path, monkeypatch):
+    monkeypatch.setenv(STOP_FILE_ENV, str(tmp_path))  # a folder: it exists but cannot be read
+    flag = StopFlag()
+    assert flag.requested and flag.signal == "SIGUSR1"
+
+
+@pytest.mark.parametrize("value", [None, ""])
+def test_an_unset_or_empty_stop_file_variable_means_no_stop_file(tmp_path, monkeypatch, value):
+    if value is None:
+        monkeypatch.delenv(STOP_FILE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(STOP_FILE_ENV, value)
+    monkeypatch.chdir(tmp_path)
+    flag = StopFlag()
+    assert flag.stop_file is None
+    assert not flag.requested and flag.signal is None
