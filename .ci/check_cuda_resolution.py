@@ -1,4 +1,5 @@
-"""CI: the CUDA set still resolves to 2026 releases of vllm, unsloth and bitsandbytes.
+"""CI: the CUDA set still resolves to 2026 releases of vllm, unsloth, bitsandbytes and the plugin
+vLLM needs for bitsandbytes (vllm-bnb-plugin).
 
 Resolution only (uv pip compile for Linux x86_64 with CUDA wheels, Python 3.11; no GPU, no
 install; it reads the package index, so it needs the network). Two resolutions:
@@ -21,8 +22,10 @@ ROOT = Path(__file__).resolve().parent.parent
 UV = os.environ.get("UV", str(ROOT / ".venv" / "bin" / "uv"))
 INPUTS = ["requirements.txt", "requirements-dev.txt", "requirements-gpu.txt"]
 PLATFORM = ["--python-platform", "x86_64-manylinux_2_28", "--python-version", "3.11"]
-# The minimum each engine package must resolve to; bitsandbytes only has to be there.
-FLOORS = {"vllm": Version("0.30"), "unsloth": Version("2026.1"), "bitsandbytes": Version("0")}
+# The minimum each engine package must resolve to; bitsandbytes and vLLM's bitsandbytes plugin
+# (vLLM >= 0.28 has none in its core) only have to be there.
+FLOORS = {"vllm": Version("0.30"), "unsloth": Version("2026.1"), "bitsandbytes": Version("0"),
+          "vllm-bnb-plugin": Version("0")}
 
 
 def resolve(extra: list[str]) -> tuple[dict[str, Version], str]:
