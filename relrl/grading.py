@@ -341,7 +341,7 @@ _MAX_IN_LINE = 64
 _MAX_ITEMS = 32  # list items or table rows read from one final-answer section
 # a side remark: after a space, and not a term of an expression such as "1 - (0.35)^3"
 _PARENTHETICAL = re.compile(r"(?<=\s)(?<![-+−*/×·]\s)\([^()]*\)(?!\s*[\^*/×·])")
-_CLAUSE_END = re.compile(
+_CLAUSE_BREAK = re.compile(
     r"[.;!?](?=\s|$)|,\s+(?:which|meaning|i\.e\.|that is|so|and|or)\b|\s—\s", re.IGNORECASE
 )
 _MARKED = re.compile(
@@ -394,7 +394,7 @@ def _pick_in_line(line: str) -> Number | None:
     Numbers after "compared to", "versus"... are left out once the clause has had a number."""
     for variant in _line_variants(line):
         clause_start = 0
-        for cut in [*(m.end() for m in _CLAUSE_END.finditer(variant)), len(variant)]:
+        for cut in [*(m.end() for m in _CLAUSE_BREAK.finditer(variant)), len(variant)]:
             matches = list(islice(_NUMBER.finditer(variant, clause_start, cut), _MAX_IN_LINE))
             if len(matches) > 1:  # only a second number can be a restated one
                 reference = _REFERENCE.search(variant, matches[0].end(), cut)
