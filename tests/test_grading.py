@@ -236,7 +236,7 @@ def test_grade_result_fields():
     assert g.to_dict() == {"extracted": "0.9944", "value": 0.9944, "target": 0.9945,
                            "rel_error": pytest.approx(1 / 9945), "correct": True,
                            "reward": 1.0, "n_boxed": 1, "reason": "within 0.1%",
-                           "source": "boxed"}
+                           "source": "boxed", "tolerance_rule": "study"}
 
 
 def test_grade_accepts_numeric_targets():
