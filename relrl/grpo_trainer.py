@@ -45,7 +45,7 @@ from relrl.dynamic_sampling import (SCHEMES, WASTE_KINDS, CollectionStopped, Dyn
                                     QuestionSampler)
 from relrl.engines import (DEFAULT_VLLM_MEMORY, ENGINES, Engine, SamplingConfig, add_engine_args,
                            check_memory_fraction, question_seed, require_vllm, sample_seed)
-from relrl.grading import grade
+from relrl.grading import TOLERANCE_RULES, grade, target_kind_of
 from relrl.grpo_loss import (ADVANTAGE_MODES, AGGREGATIONS, LossConfig, batch_counts,
                              group_advantages, overlong_penalty, policy_loss)
 from relrl.logprobs import completion_logprobs, pack_sequences
@@ -81,6 +81,7 @@ class GRPOConfig:
     max_new_tokens: int = 3072
     gen_micro_batch: int = 32
     tolerance: float = 0.05
+    tolerance_rule: str = "study"  # or "complement" (relrl.grading)
     reward: str = "grader"  # or "digit-share", a toy reward for smoke tests
     rollout_engine: str = "hf"  # or "vllm"
     vllm_gpu_memory_utilization: float = DEFAULT_VLLM_MEMORY
@@ -136,6 +137,7 @@ class GRPOConfig:
         need(0 <= self.overlong_buffer < self.max_new_tokens, "--overlong-buffer",
              f"must be in [0, max_new_tokens), got {self.overlong_buffer}")
         need(self.tolerance >= 0, "--tolerance", f"must be >= 0, got {self.tolerance}")
+        need(self.tolerance_rule in TOLERANCE_RULES, "--tolerance-rule", "study or complement")
         need(self.advantage in ADVANTAGE_MODES, "--advantage", f"one of {ADVANTAGE_MODES}")
         need(self.aggregation in AGGREGATIONS, "--aggregation", f"one of {AGGREGATIONS}")
         need(self.sampling_mode in ("step", "batch"), "--sampling-mode", "step or batch")
@@ -161,7 +163,8 @@ class GRPOConfig:
                     "vllm_gpu_memory_utilization"):
             out.pop(key)
         # Added later: left out at their defaults, so runs from before still resume.
-        for key, default in (("pass_rate_scheme", "plug-in"), ("val_samples", 1)):
+        for key, default in (("pass_rate_scheme", "plug-in"), ("val_samples", 1),
+                             ("tolerance_rule", "study")):
             if out[key] == default:
                 out.pop(key)
         if self.sft_adapter:  # the warm-start adapter brings its own rank and alpha
@@ -183,10 +186,12 @@ def warmup_cosine(total: int, warmup_ratio: float) -> Callable[[int], float]:
     return factor
 
 
-def grader_reward(tolerance: float) -> RewardFn:
-    """The study's reward: the shared grader against the row's answer."""
+def grader_reward(tolerance: float, rule: str = "study") -> RewardFn:
+    """The study's reward: the shared grader against the row's answer, by the tolerance rule
+    (the row's target kind decides what "complement" does)."""
     def reward(text: str, row: dict) -> tuple[float, bool]:
-        g = grade(text, row["answer"], tolerance=tolerance)
+        g = grade(text, row["answer"], tolerance=tolerance, rule=rule,
+                  target_kind=target_kind_of(row))
         return g.reward, bool(g.correct)
 
     return reward
@@ -212,7 +217,7 @@ class GRPOTrainer:
         self.should_stop: Callable[[], bool] = lambda: False  # asked every decoding step
         self.rows, self.val_rows = rows, val_rows or []
         self.reward_fn = reward_fn or (digit_share_reward if cfg.reward == "digit-share"
-                                       else grader_reward(cfg.tolerance))
+                                       else grader_reward(cfg.tolerance, cfg.tolerance_rule))
         self.advantage_hook = advantage_hook  # tests flip the sign to prove the direction
         self.tracker = tracker or Tracker()  # --report-to: TensorBoard / W&B curves
         self.settings = settings if settings is not None else cfg.settings()
@@ -700,6 +705,9 @@ def build_parser(variant: str):
                    default=d.gen_micro_batch, help="sequences per generate call (32): speed only")
     g.add_argument("--tolerance", type=float, default=d.tolerance,
                    help="relative error counted correct (0.05)")
+    g.add_argument("--tolerance-rule", choices=TOLERANCE_RULES, default=d.tolerance_rule,
+                   help="study: relative error (the study's rule); complement: a probability "
+                   "target t is judged on min(t, 1 - t) (relrl.grading)")
     g.add_argument("--reward", choices=("grader", "digit-share"), default=d.reward,
                    help="grader: the study's graded answer reward; digit-share: a toy reward "
                    "(share of digits) for smoke tests with tiny-random")
@@ -796,7 +804,8 @@ def config_from_args(args, variant: str) -> GRPOConfig:
         unsloth=args.unsloth, num_generations=args.num_generations,
         temperature=args.temperature, top_p=args.top_p,
         max_new_tokens=args.max_new_tokens or (3072 if cuda else 256),
-        gen_micro_batch=args.gen_micro_batch, tolerance=args.tolerance, reward=args.reward,
+        gen_micro_batch=args.gen_micro_batch, tolerance=args.tolerance,
+        tolerance_rule=args.tolerance_rule, reward=args.reward,
         rollout_engine=args.rollout_engine, tis_cap=args.tis_cap,
         vllm_gpu_memory_utilization=args.vllm_gpu_memory_utilization,
         sampling_mode=args.sampling_mode, gen_batch=args.gen_batch,
