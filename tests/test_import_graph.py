@@ -16,7 +16,8 @@ SCRIPT_DIRS = ("relrl", "training", "evaluation", "generators", "benchmarks")
 LAYERS = [
     ("pure logic", {"relrl", "relrl.cli", "relrl.grading", "relrl.stats", "relrl.clustered_stats",
                     "relrl.prompting", "relrl.dynamic_sampling", "relrl.grpo_loss", "relrl.dpo_loss",
-                    "relrl.retention", "relrl.rewards", "relrl.folds"}),
+                    "relrl.retention", "relrl.rewards", "relrl.folds", "relrl.tools",
+                    "relrl.tools.calculator"}),
     ("data and model loading", {"relrl.data", "relrl.checkpointing", "relrl.distributed",
                                 "relrl.tracking", "relrl.api_client", "relrl.verl_export",
                                 "relrl.modeling", "relrl.logprobs", "relrl.sft_data",
