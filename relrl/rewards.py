@@ -2,9 +2,12 @@
 
 - TRL (GRPOTrainer): `reliability_reward(completions, answer, **kwargs) -> list[float]`, where
   completions are strings or conversations (lists of {"role", "content"} messages) and `answer`
-  is the dataset column of the same length. Other dataset columns arrive in kwargs and are
-  ignored: a column must never change how answers are graded.
-- verl: `compute_score(data_source, solution_str, ground_truth, extra_info=None) -> float`.
+  is the dataset column of the same length. Of the other dataset columns (kwargs) only
+  `target_kind` and, where that is absent, `question` are read, and only to find the target
+  kind the tolerance rule needs (relrl.grading.target_kind_of); the rest are ignored.
+- verl: `compute_score(data_source, solution_str, ground_truth, extra_info=None,
+  tolerance_rule="study") -> float`: the target kind comes from `extra_info["target_kind"]`
+  (relrl.verl_export writes it), the rule from verl's `custom_reward_function.reward_kwargs`.
 
 Rewards never read answers outside `\\boxed{}` (allow_plain=False): the policy is rewarded for
 the answer format it is asked to use.
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from relrl.grading import DEFAULT_TIERS, RewardTiers, grade
+from relrl.grading import DEFAULT_TIERS, RewardTiers, grade, target_kind_of
 
 
 def completion_text(completion) -> str:
@@ -39,19 +42,29 @@ def _content_text(content) -> str:
     return ""
 
 
-def make_reliability_reward(*, tolerance: float = 0.05,
+def _column(values, n: int, name: str) -> list:
+    """A TRL dataset column as a list of n (one value stands for every completion)."""
+    if values is None or isinstance(values, (str, int, float)):
+        return [values] * n
+    values = list(values)
+    if len(values) != n:
+        raise ValueError(f"reliability_reward: {n} completions but {len(values)} {name}")
+    return values
+
+
+def make_reliability_reward(*, tolerance: float = 0.05, rule: str = "study",
                             tiers: RewardTiers = DEFAULT_TIERS) -> Callable[..., list[float]]:
-    """A TRL reward function with other tiers or tolerance (the tolerance only sets the
-    `correct` flag; the reward comes from the tiers)."""
+    """A TRL reward function with other tiers, tolerance or tolerance rule (the tolerance
+    only sets the `correct` flag; the reward comes from the tiers, judged by the rule)."""
 
     def reliability_reward(completions: Sequence, answer, **kwargs) -> list[float]:
-        answers = [answer] * len(completions) if isinstance(answer, (str, int, float)) \
-            else list(answer)
-        if len(answers) != len(completions):
-            raise ValueError(f"reliability_reward: {len(completions)} completions but "
-                             f"{len(answers)} answers")
-        return [grade(completion_text(c), a, tolerance=tolerance, tiers=tiers).reward
-                for c, a in zip(completions, answers)]
+        n = len(completions)
+        rows = zip(_column(answer, n, "answers"), _column(kwargs.get("question"), n, "questions"),
+                   _column(kwargs.get("target_kind"), n, "target kinds"))
+        return [grade(completion_text(c), a, tolerance=tolerance, rule=rule, tiers=tiers,
+                      target_kind=target_kind_of({"answer": a, "question": q, "target_kind": k})
+                      ).reward
+                for c, (a, q, k) in zip(completions, rows)]
 
     return reliability_reward
 
@@ -59,8 +72,11 @@ def make_reliability_reward(*, tolerance: float = 0.05,
 reliability_reward = make_reliability_reward()
 
 
-def compute_score(data_source, solution_str, ground_truth, extra_info=None, **kwargs) -> float:
-    """verl reward: the study's tiered reward for one response (data_source is not used: every
-    source in this project is a numeric reliability question; verl's reward_kwargs, if any,
-    arrive in kwargs and are ignored)."""
-    return grade(solution_str if isinstance(solution_str, str) else "", ground_truth).reward
+def compute_score(data_source, solution_str, ground_truth, extra_info=None,
+                  tolerance_rule: str = "study", **kwargs) -> float:
+    """verl reward: the study's tiered reward for one response by the tolerance rule (a
+    reward_kwargs entry), the target kind from extra_info (data_source is not used: every source
+    in this project is a numeric reliability question; other reward_kwargs are ignored)."""
+    kind = extra_info.get("target_kind") if isinstance(extra_info, dict) else None
+    return grade(solution_str if isinstance(solution_str, str) else "", ground_truth,
+                 rule=tolerance_rule, target_kind=kind).reward

@@ -5,9 +5,11 @@ One parquet row per question, in the schema of verl's data preparation docs:
     prompt        the chat: this project's system prompt and the question (relrl.prompting)
     ability       "math": a numeric answer, as verl's math sets
     reward_model  {"style": "rule", "ground_truth": the answer string}
-    extra_info    {"index", "split", "id", "group", "family", "topic", "answer_type"}
+    extra_info    {"index", "split", "id", "group", "family", "topic", "answer_type",
+                   "target_kind"}
 The reward is relrl.rewards.compute_score, the study's tiered grader, named in verl's
-custom_reward_function.path / .name.
+custom_reward_function.path / .name; it reads the target kind from extra_info, and the
+tolerance rule from custom_reward_function.reward_kwargs.tolerance_rule (study when unset).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from relrl.grading import target_kind_of
 from relrl.prompting import chat_messages
 
 DATA_SOURCE = "relrl/reliability"
@@ -37,7 +40,8 @@ def verl_record(row: dict, index: int, split: str, data_source: str = DATA_SOURC
         "reward_model": {"style": "rule", "ground_truth": str(row["answer"])},
         "extra_info": {"index": index, "split": split, "id": str(row["id"]),
                        "group": text("group"), "family": text("family"),
-                       "topic": text("topic"), "answer_type": text("answer_type")},
+                       "topic": text("topic"), "answer_type": text("answer_type"),
+                       "target_kind": target_kind_of(row)},
     }
 
 

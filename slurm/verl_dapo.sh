@@ -10,7 +10,8 @@
 # Qwen/Qwen3-8B), VERL_OUT (checkpoints, default RUN_DIR/verl_dapo or runs/verl_dapo),
 # NNODES (default SLURM_NNODES or 1), GPUS_PER_NODE (default SLURM_GPUS_ON_NODE or 8),
 # VERL_ENTRY (default recipe.dapo.main_dapo: verl's DAPO recipe; newer verl releases keep it
-# in the verl-recipe repository). Arguments after the options are extra hydra overrides and
+# in the verl-recipe repository), TOLERANCE_RULE (study, the default, or complement: the
+# grader's --tolerance-rule, passed to compute_score as a reward_kwargs entry). Arguments after the options are extra hydra overrides and
 # win. Several nodes need a Ray cluster across them first (verl's multi-node guide: `ray start
 # --head` on one node, `ray start --address` on the others, RAY_ADDRESS for the driver).
 # --dry-run prints the command and runs nothing. Needs verl installed (pip install verl); this
@@ -36,6 +37,11 @@ data="${data:-data/verl}"
 out="${VERL_OUT:-$base/verl_dapo}"
 nnodes="${NNODES:-${SLURM_NNODES:-1}}"
 gpus="${GPUS_PER_NODE:-${SLURM_GPUS_ON_NODE:-8}}"
+rule="${TOLERANCE_RULE:-study}"
+case "$rule" in
+    study|complement) ;;
+    *) echo "error: verl_dapo.sh: TOLERANCE_RULE must be study or complement, got '$rule'" >&2; exit 2 ;;
+esac
 if [ "$dry_run" = 0 ]; then
     for f in "$data/train.parquet" "$data/validation.parquet"; do
         [ -f "$f" ] || { echo "error: verl_dapo.sh: no $f (run build_dataset.py export-verl first)" >&2; exit 2; }
@@ -99,6 +105,7 @@ overrides=(
     # the study's tiered grader (1.0 / 0.8 / 0.4 / 0.01 / 0 / -0.3)
     "custom_reward_function.path=$ROOT/relrl/rewards.py"
     custom_reward_function.name=compute_score
+    "++custom_reward_function.reward_kwargs.tolerance_rule=$rule"
     trainer.total_training_steps=50                    # 200 useful steps / 4 per update
     trainer.test_freq=5                                # --val-every 20 useful steps
     trainer.save_freq=5                                # --save-every 20

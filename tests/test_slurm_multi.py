@@ -139,6 +139,7 @@ def test_verl_dapo_dry_run_carries_the_study_settings():
         "actor_rollout_ref.model.path": "Qwen/Qwen3-8B",
         "custom_reward_function.path": str(ROOT / "relrl" / "rewards.py"),
         "custom_reward_function.name": "compute_score",
+        "++custom_reward_function.reward_kwargs.tolerance_rule": "study",
         "data.train_files": "/data/run/verl/train.parquet",
         "+data.apply_chat_template_kwargs.enable_thinking": "False"}
     assert {k: settings.get(k) for k in expected} == expected
@@ -146,3 +147,9 @@ def test_verl_dapo_dry_run_carries_the_study_settings():
     missing = subprocess.run([str(SLURM / "verl_dapo.sh")], capture_output=True, text=True,
                              env=clean_env(VERL_DATA="/nonexistent"), timeout=30)
     assert missing.returncode == 2 and "export-verl" in missing.stderr
+    rule = subprocess.run([str(SLURM / "verl_dapo.sh"), "--dry-run"], capture_output=True,
+                          text=True, env=clean_env(TOLERANCE_RULE="complement"), timeout=30)
+    assert "++custom_reward_function.reward_kwargs.tolerance_rule=complement" in rule.stdout
+    bad = subprocess.run([str(SLURM / "verl_dapo.sh"), "--dry-run"], capture_output=True,
+                         text=True, env=clean_env(TOLERANCE_RULE="relative"), timeout=30)
+    assert bad.returncode == 2 and "TOLERANCE_RULE must be study or complement" in bad.stderr

@@ -12,6 +12,7 @@ import pytest
 from conftest import ROOT
 from generators.families.dataset import generate_rows
 from generators.families.registry import FAMILIES
+from relrl.grading import TOLERANCE_RULES, target_kind_of
 from relrl.prompting import SYSTEM_PROMPT
 from relrl.rewards import compute_score
 
@@ -55,9 +56,12 @@ def test_export_round_trips_and_every_worked_solution_scores_one(tmp_path):
             info = record["extra_info"]
             assert (info["index"], info["split"], info["id"], info["group"], info["family"]) \
                 == (i, split, row["id"], row["group"], row["family"])
-            score = compute_score(record["data_source"], row["reasoning"],
-                                  record["reward_model"]["ground_truth"], info)
-            assert score == 1.0, (row["id"], row["reasoning"][-80:], row["answer"])
+            assert info["target_kind"] == target_kind_of(row)
+            for rule in TOLERANCE_RULES:
+                score = compute_score(record["data_source"], row["reasoning"],
+                                      record["reward_model"]["ground_truth"], info,
+                                      tolerance_rule=rule)
+                assert score == 1.0, (row["id"], row["reasoning"][-80:], row["answer"], rule)
             assert compute_score(record["data_source"], "\\boxed{-12345}",
                                  record["reward_model"]["ground_truth"]) < 0.5
 
