@@ -5,8 +5,10 @@
   -> evaluate every model on four sets, McNemar against the base -> tables, plots, RESULTS.md
 
 Each stage is the real script a cluster user runs, called as a subprocess with the command
-printed, so this file doubles as a worked example of the commands. A stage whose output exists
-is skipped, and every script resumes from its own progress files: a killed demo loses nothing.
+printed, so this file doubles as a worked example of the commands. A stage whose result was
+made from the same inputs (command, input files, adapters: <results>/stage_inputs.json, see
+relrl/stage_inputs.py) is skipped, and every script resumes from its own progress files: a
+killed demo loses nothing, and a retrained adapter is evaluated afresh.
 
   python demo.py            # the full miniature (18 minutes on 2 cores with tiny cached)
   python demo.py --fast     # a 5-minute look; its numbers are labelled FAST
@@ -16,6 +18,7 @@ is skipped, and every script resumes from its own progress files: a killed demo 
 SIGTERM, SIGUSR1 or Ctrl-C stops it cleanly: the running scripts get SIGTERM (training writes a
 checkpoint) and the same command resumes.
 """
+import glob
 import os
 import signal
 import subprocess
@@ -32,7 +35,7 @@ from relrl.cli import ArgumentParser, UsageError, positive_int, run_main  # noqa
 from relrl.data import atomic_write_json, atomic_write_jsonl, load_dataset, read_json  # noqa: E402
 from relrl.evaluation import compare_models, with_records  # noqa: E402
 from relrl.demo_report import SET_TITLES, build_report, slug, splice_results_md  # noqa: E402
-from relrl import replication_report, stage_times  # noqa: E402
+from relrl import replication_report, stage_inputs, stage_times  # noqa: E402
 from relrl.engines import ENGINES, default_engine  # noqa: E402
 from relrl.retention import select_retention  # noqa: E402
 
@@ -104,19 +107,22 @@ class Demo:
         self.stop_signal: str | None = None
         self.py = sys.executable
         self.lanes, self.lock = lanes, threading.Lock()
+        self.ledger = stage_inputs.Ledger(out)  # what made each stage's result
 
     def say(self, line: str) -> None:
         with self.lock:  # lines from stages running side by side must not interleave
             print(f"[demo] {line}", flush=True)
 
     def run(self, stage: str, args: list, done: Path | None = None, processes: int = 1) -> None:
-        """Run one script unless `done` exists; its output goes to work/logs/<stage>.log.
-        With `processes` running at once each gets its share of the cores as threads: a
-        few-million-parameter model gains more from two one-thread processes than from one
-        process on two threads."""
-        if finished(done):
-            self.say(f"{stage}: done already ({done})")
-            return
+        """Run one script unless its result `done` was made from the same inputs (the ledger,
+        relrl.stage_inputs); its output goes to work/logs/<stage>.log. With `processes`
+        running at once each gets its share of the cores as threads: a few-million-parameter
+        model gains more from two one-thread processes than from one process on two threads."""
+        inputs = None if done is None else stage_inputs.inputs_of(args, done, _shown)
+        if done is not None:
+            args = self.command_for(stage, args, done, inputs)
+            if args is None:
+                return
         if self.stop_signal:
             raise SystemExit(f"[demo] stopped by {self.stop_signal} before {stage}")
         cmd = [self.py, *map(_shown, args)]
@@ -124,6 +130,8 @@ class Demo:
         self.say(f"{stage}: {' '.join(cmd[1:])}")
         env = {**os.environ, "OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // processes))}
         code = stage_times.code_version(ROOT)  # the scripts read the checkout as it is now
+        if done is not None:  # begun: a rerun on these inputs resumes, on others starts afresh
+            self.record(stage, inputs, finished=False, code=code)
         start, status, proc = time.time(), "interrupted", None
         try:
             with open(log, "w") as handle:
@@ -153,6 +161,34 @@ class Demo:
             tail = log.read_text().strip().splitlines()[-5:]
             raise SystemExit(f"[demo] {stage} failed (exit {status}); see {log}:\n"
                              + "\n".join(tail))
+        if done is not None:
+            self.record(stage, inputs, finished=True, code=code)
+
+    def command_for(self, stage: str, args: list, done: Path, inputs: dict) -> list | None:
+        """None when `done` was made from these inputs, else the command to run. The
+        leftovers of a run begun on other inputs are dropped first (training starts again
+        with --overwrite instead of --resume; an evaluation's progress files go, as they name
+        the adapter by its path alone), so nothing measured on old inputs reaches the new
+        result; a run stopped part-way on these same inputs resumes."""
+        with self.lock:
+            entry = self.ledger.get(stage)
+        if finished(done) and stage_inputs.made_from(entry, inputs):
+            self.say(f"{stage}: done already ({done})")
+            return None
+        if entry is not None and entry["inputs"] != inputs:
+            what = ", ".join(stage_inputs.changed(entry["inputs"], inputs))
+            self.say(f"{stage}: its inputs changed ({what}): starting it afresh")
+            for progress in done.parent.glob(glob.escape(done.name) + ".*.progress.jsonl"):
+                progress.unlink()
+            return ["--overwrite" if a == "--resume" else a for a in args]
+        if finished(done):
+            self.say(f"{stage}: {_shown(done)} exists, but nothing records what made it: "
+                     "making it again")
+        return args
+
+    def record(self, stage: str, inputs: dict, *, finished: bool, code: str) -> None:
+        with self.lock:
+            self.ledger.put(stage, inputs, finished=finished, code=code)
 
     def stop(self, signum, _frame=None) -> None:
         """SIGTERM or SIGUSR1 (SLURM's notice), or Ctrl-C: pass SIGTERM on to the running
