@@ -19,11 +19,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from relrl.cli import UsageError, add_load_args, env_default, parse_shard, positive_int
+from relrl.cli import (UsageError, add_load_args, add_tolerance_rule_arg, env_default, parse_shard,
+                       positive_int)
 from relrl.data import (DatasetError, ProgressFile, atomic_write_json, load_dataset,
                         questions_fingerprint, read_json)
 from relrl.engines import Engine, SamplingConfig, add_engine_args, question_seed
-from relrl.grading import grade
+from relrl.grading import grade, target_kind_of
 from relrl.modeling import check_adapter_dir, check_model_source
 from relrl.models import make_engine, open_engine
 from relrl.prompting import build_prompt
@@ -32,7 +33,8 @@ from relrl.stats import discordant, mcnemar, paired_bootstrap_ci, paired_permuta
 # generate(rows, seeds, n) -> one list of n completions (objects with .text, .truncated) per row
 Generate = Callable[[list[dict], list[int], int], list[list]]
 HEADER_ID = "__run__"
-ROW_FIELDS_KEPT = ("base_score", "base_samples", "family", "group", "topic", "difficulty", "source")
+ROW_FIELDS_KEPT = ("base_score", "base_samples", "family", "group", "topic", "difficulty", "source",
+                   "target_kind")
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class EvalSettings:
     top_p: float = 0.95
     max_new_tokens: int = 3072
     tolerance: float = 0.05
+    tolerance_rule: str = "study"  # or "complement" (relrl.grading)
     allow_plain: bool = False
     micro_batch: int = 16  # sequences per forward pass: speed only, never results
 
@@ -50,6 +53,8 @@ class EvalSettings:
         """The settings that change results (a resumed run must match them)."""
         sig = asdict(self)
         sig.pop("micro_batch")
+        if sig["tolerance_rule"] == "study":  # added later: left out, so earlier results still match
+            sig.pop("tolerance_rule")
         return sig
 
 
@@ -73,6 +78,7 @@ def score_question(row: dict, completions: Sequence, settings: EvalSettings) -> 
     graded = []
     for completion in completions:
         g = grade(completion.text, row["answer"], tolerance=settings.tolerance,
+                  rule=settings.tolerance_rule, target_kind=target_kind_of(row),
                   allow_plain=settings.allow_plain, truncated=bool(completion.truncated))
         graded.append({"extracted": g.extracted, "value": g.value, "correct": bool(g.correct),
                        "truncated": bool(completion.truncated), "reward": g.reward,
@@ -190,6 +196,7 @@ def model_result(records: Sequence[dict], *, label: str, model_path: str, adapte
         "truncated": sum(c["truncated"] for c in samples),
         "unextracted": sum(c["value"] is None for c in samples),
         "samples": settings.samples, "seed": settings.seed, "tolerance": settings.tolerance,
+        "tolerance_rule": settings.tolerance_rule,
         "settings": settings.signature(),
         "pass_at_k": _pass_at(records, settings.samples) if n else {},
     }
@@ -410,6 +417,7 @@ def add_eval_args(parser, *, samples: int = 1, temperature: float = 1.0, shards:
                         help="sequences per forward pass: memory and speed, never results (default 16)")
     parser.add_argument("--tolerance", type=float, default=0.05,
                         help="relative tolerance for a correct answer (default 0.05)")
+    add_tolerance_rule_arg(parser)
     parser.add_argument("--allow-plain", action="store_true",
                         help="grade a final plain number when there is no \\boxed{} answer")
     parser.add_argument("--max-questions", type=positive_int("--max-questions"), default=None,
@@ -432,7 +440,8 @@ def settings_from_args(args) -> EvalSettings:
         raise UsageError(f"--tolerance: must be >= 0, got {args.tolerance}")
     return EvalSettings(samples=args.samples, seed=args.seed, temperature=args.temperature,
                         top_p=args.top_p, max_new_tokens=args.max_new_tokens,
-                        tolerance=args.tolerance, allow_plain=args.allow_plain,
+                        tolerance=args.tolerance, tolerance_rule=args.tolerance_rule,
+                        allow_plain=args.allow_plain,
                         micro_batch=args.micro_batch)
 
 

@@ -182,3 +182,14 @@ def with_baselines(result: dict, block: dict) -> dict:
         else [result]
     margins = {m["model"]: margin(m["accuracy"], block) for m in models}
     return {**result, "guess_baselines": {**block, "margins": margins}}
+
+
+def describe(block: dict) -> str:
+    """One line: the best guess, and each model's margin over it when the block has them."""
+    best = block["best"]["guess"]
+    answer = {"constant": f" {block['constant']['answer']:g}" if block["constant"]["answer"]
+              is not None else "", "family_mode": " per family", "copy": f" ({COPY_RULE})"}[best]
+    line = (f"best guess: {best}{answer}, {block[best]['correct']}/{block['n']} correct "
+            f"({100 * block['best']['accuracy']:.1f}%, {block['tolerance_rule']} rule)")
+    margins = ", ".join(f"{m} {100 * d:+.1f}" for m, d in block.get("margins", {}).items())
+    return line + (f"; margin over it in points: {margins}" if margins else "")

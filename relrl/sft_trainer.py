@@ -40,7 +40,8 @@ from relrl import distributed
 from relrl import evaluation as ev
 from relrl.checkpointing import (StopFlag, list_checkpoints, load_checkpoint, prepare_output_dir,
                                  run_fingerprint, save_checkpoint)
-from relrl.cli import ArgumentParser, UsageError, add_load_args, env_default, load_in_4bit_flag, positive_int
+from relrl.cli import (ArgumentParser, UsageError, add_load_args, add_tolerance_rule_arg, env_default,
+                       load_in_4bit_flag, positive_int)
 from relrl.data import atomic_write_json, atomic_write_jsonl, load_dataset, questions_fingerprint, read_json
 from relrl.evaluation import EvalSettings, check_rows, progress_path
 from relrl.folds import kfold_by_group
@@ -579,6 +580,7 @@ def build_parser(default_model: str, default_output: str, about: str):
                    help="sequences per generation pass: speed only (16)")
     g.add_argument("--tolerance", type=float, default=0.05,
                    help="relative tolerance for a correct answer (0.05)")
+    add_tolerance_rule_arg(g)
     add_report_to_arg(p)
     return p
 
@@ -607,6 +609,7 @@ def eval_settings_from_args(args):
     return EvalSettings(samples=args.eval_samples, seed=args.eval_seed,
                         temperature=args.eval_temperature, top_p=args.eval_top_p,
                         max_new_tokens=max_new, tolerance=args.tolerance,
+                        tolerance_rule=args.tolerance_rule,
                         micro_batch=args.eval_micro_batch)
 
 
