@@ -113,10 +113,11 @@ def simulate(seed: int, name: str, s: Setup) -> dict:
         return [Group(int(i), first_attempt + k, rewards[k].tolist(), list(map(bool, right[k])))
                 for k, i in enumerate(indices)]
 
+    # groups judged by reward, as the study's runs were and as results/sampler-simulation/ has it
     sampler = DynamicSampler(rollout, make_sampler(name, s.questions, seed, s, counts, logits),
                              mode="batch", gen_batch=s.gen_batch,
                              max_attempts_per_step=s.max_resample,
-                             max_total_attempts=s.max_total_attempts)
+                             max_total_attempts=s.max_total_attempts, informative_by="reward")
     drift = np.random.default_rng([seed, 2])
     while sampler.counters.useful_steps < s.useful_steps and sampler.attempts_left > 0:
         kept = sampler.collect(s.grad_accum)

@@ -1,8 +1,14 @@
-"""DAPO dynamic sampling: only groups whose rewards differ reach the update.
+"""DAPO dynamic sampling: only groups that carry a correctness signal reach the update.
 
-A group is one question with G scored completions. If its rewards have (near-)zero spread its
-advantages are all zero and it would carry no gradient, so it is dropped ("wasted") and another
-question is drawn. Counters, as the study kept them:
+A group is one question with G scored completions. It is informative (`informative_by`):
+  correct   when some of its completions are correct and some are not (and their rewards differ,
+            or every advantage would be zero): the default. A group whose rewards differ only by
+            format or partial credit (all correct, one within 0.1% and one within 1%) teaches
+            nothing about getting the answer right, so it is dropped.
+  reward    when its rewards differ at all: the study's rule ("If all G generations produce the
+            same reward ... discard and re-sample"), under which such groups train.
+An uninformative group is dropped ("wasted") and another question is drawn. Counters, as the
+study kept them:
     total_attempts   groups generated
     useful_steps     informative groups handed to the update (one per useful step)
     all_correct / all_wrong / same_partial   wasted groups by kind (wasted_steps is their sum)
@@ -37,14 +43,25 @@ import numpy as np
 
 WASTE_KINDS = ("all_correct", "all_wrong", "same_partial")
 SCHEMES = ("plug-in", "predictive")
+INFORMATIVE_BY = ("correct", "reward")
 
 
 def waste_kind(rewards: Sequence[float], correct: Sequence[bool], min_spread: float = 1e-6,
-               full_reward: float = 1.0) -> str | None:
-    """None for an informative group, else why it carries no signal: every answer wrong, every
+               full_reward: float = 1.0, informative_by: str = "correct") -> str | None:
+    """None for an informative group, else why it carries no signal. By correctness: every
+    answer wrong, every answer right, or right and wrong answers with one reward ("same_partial",
+    e.g. a length penalty evened them out). By reward (the study): every answer wrong, every
     answer right with full reward, or the same partial credit for all (e.g. all within 5% but
     none within 0.1%)."""
-    if max(rewards) - min(rewards) > min_spread:
+    spread = max(rewards) - min(rewards) > min_spread
+    if informative_by == "correct":
+        n_correct = sum(map(bool, correct))
+        if n_correct == 0:
+            return "all_wrong"
+        if n_correct == len(correct):
+            return "all_correct"
+        return None if spread else "same_partial"
+    if spread:
         return None
     if not any(correct):
         return "all_wrong"
@@ -184,10 +201,15 @@ class DynamicSampler:
     def __init__(self, rollout: Rollout, questions: QuestionSampler, *, mode: str = "step",
                  gen_batch: int = 8, max_attempts_per_step: int = 10,
                  max_total_attempts: int = 1000, min_spread: float = 1e-6,
-                 full_reward: float = 1.0, on_waste: Callable[[Group, str], None] | None = None):
+                 full_reward: float = 1.0, informative_by: str = "correct",
+                 on_waste: Callable[[Group, str], None] | None = None):
         if mode not in ("step", "batch"):
             raise ValueError(f"mode must be 'step' or 'batch', got {mode!r}")
+        if informative_by not in INFORMATIVE_BY:
+            raise ValueError(f"informative_by must be one of {INFORMATIVE_BY}, "
+                             f"got {informative_by!r}")
         self.rollout, self.questions, self.mode = rollout, questions, mode
+        self.informative_by = informative_by
         self.gen_batch, self.max_attempts_per_step = gen_batch, max_attempts_per_step
         self.max_total_attempts, self.min_spread = max_total_attempts, min_spread
         self.full_reward, self.on_waste = full_reward, on_waste
@@ -219,7 +241,8 @@ class DynamicSampler:
     def _judge(self, group: Group) -> bool:
         """Record the group's pass rate; count it as waste or keep it."""
         self.questions.record(group.index, sum(map(bool, group.correct)), len(group.correct))
-        kind = waste_kind(group.rewards, group.correct, self.min_spread, self.full_reward)
+        kind = waste_kind(group.rewards, group.correct, self.min_spread, self.full_reward,
+                          self.informative_by)
         if kind is None:
             return True
         setattr(self.counters, kind, getattr(self.counters, kind) + 1)

@@ -28,13 +28,37 @@ def sampler(script, **kwargs):
     return DynamicSampler(Scripted(script), QuestionSampler(10, seed=0), **kwargs)
 
 
-def test_waste_kinds():
+def test_waste_kinds_by_reward_the_studys_rule():
+    def kind(rewards, correct):
+        return waste_kind(rewards, correct, informative_by="reward")
+
+    assert kind(I1, [True, False, False, False]) is None
+    assert kind(C, [True] * 4) == "all_correct"
+    assert kind(W, [False] * 4) == "all_wrong"
+    assert kind([0.01] * 4, [False] * 4) == "all_wrong"  # a wrong number, no credit
+    assert kind(S, [True] * 4) == "same_partial"  # all right, none exact
+    assert kind([0.4, 0.4 + 1e-9], [True, True]) == "same_partial"
+    assert kind([0.01, 0.0], [False, False]) is None  # a number against none: format only
+
+
+def test_waste_kinds_by_correctness_the_default():
     assert waste_kind(I1, [True, False, False, False]) is None
-    assert waste_kind(C, [True] * 4) == "all_correct"
-    assert waste_kind(W, [False] * 4) == "all_wrong"
-    assert waste_kind([0.01] * 4, [False] * 4) == "all_wrong"  # a wrong number, no credit
-    assert waste_kind(S, [True] * 4) == "same_partial"  # all right, none exact
-    assert waste_kind([0.4, 0.4 + 1e-9], [True, True]) == "same_partial"
+    assert waste_kind(C, [True] * 4) == waste_kind(S, [True] * 4) == "all_correct"
+    assert waste_kind(W, [False] * 4) == waste_kind([0.01, 0.0], [False, False]) == "all_wrong"
+    # right and wrong answers that a penalty left with one reward: no advantage to follow
+    assert waste_kind([0.4, 0.4], [True, False]) == "same_partial"
+
+
+def test_a_group_right_throughout_is_no_signal_by_correctness_but_is_by_reward():
+    """Rewards 1.0 and 0.8: both answers right, one within 0.1% and one within 1%."""
+    assert waste_kind([1.0, 0.8], [True, True]) == "all_correct"
+    assert waste_kind([1.0, 0.8], [True, True], informative_by="reward") is None
+    partial = [1.0, 0.8, 1.0, 0.8]
+    assert [g.rewards for g in sampler([partial, I1]).collect(1)] == [I1]
+    assert [g.rewards for g in sampler([partial, I1], informative_by="reward").collect(1)] == \
+        [partial]
+    with pytest.raises(ValueError, match="informative_by must be one of"):
+        sampler([], informative_by="rewards")
 
 
 def test_step_mode_counts_match_a_hand_count():
@@ -46,8 +70,8 @@ def test_step_mode_counts_match_a_hand_count():
     assert [(len(indices), first) for indices, first in ds.rollout.calls] == \
         [(2, 0), (2, 2), (1, 4), (1, 5)]
     counts = ds.counters.to_dict()
-    assert counts == {"total_attempts": 6, "useful_steps": 2, "all_correct": 1, "all_wrong": 2,
-                      "same_partial": 1, "resample_events": 4, "exhausted_steps": 0,
+    assert counts == {"total_attempts": 6, "useful_steps": 2, "all_correct": 2, "all_wrong": 2,
+                      "same_partial": 0, "resample_events": 4, "exhausted_steps": 0,
                       "surplus_groups": 0, "wasted_steps": 4, "waste_rate": 4 / 6}
 
 
@@ -74,7 +98,7 @@ def test_batch_mode_fills_the_training_batch_with_one_call_per_round():
     c = ds.counters.to_dict()
     assert (c["total_attempts"], c["useful_steps"], c["surplus_groups"], c["wasted_steps"],
             c["resample_events"], c["all_correct"], c["all_wrong"], c["same_partial"]) == \
-        (6, 2, 1, 3, 1, 1, 1, 1)
+        (6, 2, 1, 3, 1, 2, 1, 0)
 
 
 def test_batch_mode_draws_as_many_questions_as_the_informative_rate_needs():
@@ -88,18 +112,26 @@ def test_batch_mode_draws_as_many_questions_as_the_informative_rate_needs():
 REWARDS = st.lists(st.sampled_from([0.0, 0.5, 1.0]), min_size=4, max_size=4)
 
 
+def has_signal(rewards, informative_by):
+    """Scripted's groups: a reward of 0.4 or more is a right answer."""
+    if informative_by == "reward":
+        return max(rewards) > min(rewards)
+    return 0 < sum(r >= 0.4 for r in rewards) < len(rewards)
+
+
 @settings(max_examples=60, deadline=None)
 @given(script=st.lists(REWARDS, min_size=1, max_size=40), mode=st.sampled_from(["step", "batch"]),
-       want=st.integers(1, 4), cap=st.integers(1, 5))
-def test_equal_reward_groups_never_reach_the_update(script, mode, want, cap):
+       want=st.integers(1, 4), cap=st.integers(1, 5),
+       informative_by=st.sampled_from(["correct", "reward"]))
+def test_groups_without_signal_never_reach_the_update(script, mode, want, cap, informative_by):
     ds = sampler(script, mode=mode, gen_batch=3, max_attempts_per_step=cap,
-                 max_total_attempts=len(script))
+                 max_total_attempts=len(script), informative_by=informative_by)
     kept = []
     while ds.attempts_left > 0:
         kept += ds.collect(want)
-    assert all(max(g.rewards) > min(g.rewards) for g in kept)
+    assert all(has_signal(g.rewards, informative_by) for g in kept)
     c = ds.counters
-    informative = sum(max(r) > min(r) for r in script)
+    informative = sum(has_signal(r, informative_by) for r in script)
     assert c.total_attempts == len(script)
     assert c.useful_steps == len(kept) == informative - c.surplus_groups
     assert c.wasted_steps == len(script) - informative
