@@ -10,6 +10,8 @@ import os
 import sys
 from typing import Callable
 
+from relrl.grading import TOLERANCE_RULES
+
 
 class UsageError(Exception):
     """A problem with the user's input: reported in one line, exit status 2."""
@@ -74,6 +76,14 @@ def add_load_args(parser, *, unsloth: bool = True) -> None:
                         help="auto: 4-bit NF4 on CUDA for hub/local models, float32 on the CPU")
     if unsloth:
         parser.add_argument("--unsloth", action="store_true", help="load through Unsloth (CUDA only)")
+
+
+def add_tolerance_rule_arg(parser) -> None:
+    """--tolerance-rule, the same flag wherever answers are graded (relrl.grading, Scoring)."""
+    parser.add_argument("--tolerance-rule", choices=TOLERANCE_RULES, default="study",
+                        help="study: relative error, the study's rule (default); complement: a "
+                        "probability target t is judged on min(t, 1 - t), a reliability near 1 "
+                        "on its failure probability")
 
 
 def load_in_4bit_flag(args) -> bool | None:

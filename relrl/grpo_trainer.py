@@ -38,8 +38,8 @@ from tqdm import tqdm
 from relrl import distributed
 from relrl.checkpointing import (StopFlag, load_checkpoint, prepare_output_dir, run_fingerprint,
                                  save_checkpoint)
-from relrl.cli import (ArgumentParser, UsageError, add_load_args, env_default, load_in_4bit_flag,
-                       positive_int)
+from relrl.cli import (ArgumentParser, UsageError, add_load_args, add_tolerance_rule_arg,
+                       env_default, load_in_4bit_flag, positive_int)
 from relrl.data import atomic_write_json, atomic_write_jsonl, load_dataset, questions_fingerprint
 from relrl.dynamic_sampling import (SCHEMES, WASTE_KINDS, CollectionStopped, DynamicSampler, Group,
                                     QuestionSampler)
@@ -705,9 +705,7 @@ def build_parser(variant: str):
                    default=d.gen_micro_batch, help="sequences per generate call (32): speed only")
     g.add_argument("--tolerance", type=float, default=d.tolerance,
                    help="relative error counted correct (0.05)")
-    g.add_argument("--tolerance-rule", choices=TOLERANCE_RULES, default=d.tolerance_rule,
-                   help="study: relative error (the study's rule); complement: a probability "
-                   "target t is judged on min(t, 1 - t) (relrl.grading)")
+    add_tolerance_rule_arg(g)
     g.add_argument("--reward", choices=("grader", "digit-share"), default=d.reward,
                    help="grader: the study's graded answer reward; digit-share: a toy reward "
                    "(share of digits) for smoke tests with tiny-random")
