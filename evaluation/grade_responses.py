@@ -2,7 +2,9 @@
 
 INPUT is a JSON array or JSONL of objects. One JSON line per row (index, extracted, value,
 target, correct, reward, reason) goes to --output, or to stdout without it; the last line of
-stdout is always the summary {"n", "correct", "accuracy", "unextracted", "bad_targets"}.
+stdout is always the summary {"n", "correct", "accuracy", "unextracted", "bad_targets",
+"tolerance_rule"}. Under `--tolerance-rule complement` a row's target kind is its
+--target-kind-field, else inferred from its --question-field (relrl.grading.target_kind_of).
 
 Example (a frontier model's answers, which end in a FINAL ANSWER section, not \\boxed{}):
   python evaluation/grade_responses.py \\
@@ -15,9 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import json
 import math
 
-from relrl.cli import ArgumentParser, UsageError, run_main
+from relrl.cli import ArgumentParser, UsageError, add_tolerance_rule_arg, run_main
 from relrl.data import DatasetError, atomic_write_jsonl, read_records
-from relrl.grading import grade
+from relrl.grading import grade, target_kind_of
 
 
 def parse_args(argv=None):
@@ -29,6 +31,13 @@ def parse_args(argv=None):
                         help="field with the ground-truth answer (default: answer)")
     parser.add_argument("--tolerance", type=float, default=0.05,
                         help="relative tolerance for a correct answer (default: 0.05)")
+    add_tolerance_rule_arg(parser)
+    parser.add_argument("--question-field", default="question",
+                        help="field with the question, read for its target kind when the row "
+                             "has no --target-kind-field (default: question)")
+    parser.add_argument("--target-kind-field", default="target_kind",
+                        help="field naming the target kind, probability or value (default: "
+                             "target_kind)")
     parser.add_argument("--allow-plain", action="store_true",
                         help="also read a 'final answer' line or the last number, "
                              "not only \\boxed{}")
@@ -44,10 +53,11 @@ def parse_args(argv=None):
 
 
 def load_rows(path: str, response_field: str, answer_field: str,
-              truncated_field: str = "truncated") -> list[tuple[str, object, bool]]:
-    """(response, answer, truncated) per row; a row without the response or the answer is an
-    error naming its line. A null response (an API call that returned nothing) grades as an
-    empty response."""
+              truncated_field: str = "truncated", question_field: str = "question",
+              kind_field: str = "target_kind") -> list[tuple[str, object, bool, str]]:
+    """(response, answer, truncated, target kind) per row; a row without the response or the
+    answer, or with a bad target kind, is an error naming its line. A null response (an API
+    call that returned nothing) grades as an empty response."""
     rows = []
     for lineno, row in read_records(path):
         if not isinstance(row, dict):
@@ -62,17 +72,23 @@ def load_rows(path: str, response_field: str, answer_field: str,
         truncated = row.get(truncated_field, False)
         if not isinstance(truncated, bool):
             raise DatasetError(f"{path}:{lineno}: {truncated_field!r} is not true or false")
-        rows.append((response or "", row[answer_field], truncated))
+        try:
+            kind = target_kind_of({"question": row.get(question_field),
+                                   "answer": row[answer_field], "target_kind": row.get(kind_field)})
+        except ValueError as exc:
+            raise DatasetError(f"{path}:{lineno}: {kind_field!r}: {exc}") from None
+        rows.append((response or "", row[answer_field], truncated, kind))
     return rows
 
 
 def main():
     args = parse_args()
-    rows = load_rows(args.input, args.response_field, args.answer_field, args.truncated_field)
+    rows = load_rows(args.input, args.response_field, args.answer_field, args.truncated_field,
+                     args.question_field, args.target_kind_field)
     lines, summary = [], {"n": len(rows), "correct": 0, "unextracted": 0, "bad_targets": 0}
-    for index, (response, answer, truncated) in enumerate(rows):
-        g = grade(response, answer, tolerance=args.tolerance, allow_plain=args.allow_plain,
-                  truncated=truncated)
+    for index, (response, answer, truncated, kind) in enumerate(rows):
+        g = grade(response, answer, tolerance=args.tolerance, rule=args.tolerance_rule,
+                  target_kind=kind, allow_plain=args.allow_plain, truncated=truncated)
         summary["correct"] += g.correct
         summary["unextracted"] += g.value is None
         summary["bad_targets"] += g.target is None
@@ -80,13 +96,15 @@ def main():
                       "target": g.target, "correct": g.correct, "reward": g.reward,
                       "reason": g.reason})
     summary["accuracy"] = round(summary["correct"] / len(rows), 6) if rows else 0.0
+    summary["tolerance_rule"] = args.tolerance_rule
     if args.output:
         atomic_write_jsonl(args.output, lines)
     else:
         for line in lines:
             print(json.dumps(line, ensure_ascii=False))
     print(json.dumps({key: summary[key] for key in
-                      ("n", "correct", "accuracy", "unextracted", "bad_targets")}))
+                      ("n", "correct", "accuracy", "unextracted", "bad_targets",
+                       "tolerance_rule")}))
 
 
 if __name__ == "__main__":

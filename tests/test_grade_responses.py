@@ -31,7 +31,7 @@ def test_jsonl_to_stdout(tmp_path):
     assert done.returncode == 0, done.stderr
     *lines, summary = [json.loads(line) for line in done.stdout.splitlines()]
     assert summary == {"n": 5, "correct": 1, "accuracy": 0.2, "unextracted": 2,
-                       "bad_targets": 1}
+                       "bad_targets": 1, "tolerance_rule": "study"}
     assert [line["index"] for line in lines] == [0, 1, 2, 3, 4]
     assert [line["correct"] for line in lines] == [True, False, False, False, False]
     assert [line["reward"] for line in lines] == [1.0, 0.01, 0.0, 0.0, 0.0]
@@ -61,7 +61,8 @@ def test_json_array_with_fields_allow_plain_and_output(tmp_path):
                "--tolerance", "0.01", "--output", out)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.splitlines()[-1]) == {
-        "n": 5, "correct": 2, "accuracy": 0.4, "unextracted": 1, "bad_targets": 1}
+        "n": 5, "correct": 2, "accuracy": 0.4, "unextracted": 1, "bad_targets": 1,
+        "tolerance_rule": "study"}
     lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(lines) == 5 and lines[2]["extracted"] == "870" and lines[2]["correct"]
     assert set(lines[0]) >= {"index", "extracted", "correct", "reward", "reason"}
@@ -76,16 +77,35 @@ def test_frontier_seed_file(tmp_path):
     summary = json.loads(done.stdout.splitlines()[-1])
     # 6 without an answer: row 17 stops at "Step 4. Compute", whose 4 is a label, not a value
     assert summary == {"n": 54, "correct": 39, "accuracy": round(39 / 54, 6),
-                       "unextracted": 6, "bad_targets": 0}
+                       "unextracted": 6, "bad_targets": 0, "tolerance_rule": "study"}
     lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert lines[0] == {"index": 0, "extracted": "870", "value": 870.0, "target": 870.0,
                         "correct": True, "reward": 1.0, "reason": "within 0.1%"}
+
+
+def test_complement_rule_reads_each_rows_target_kind(tmp_path):
+    path = tmp_path / "responses.jsonl"
+    rows = [{"response": "\\boxed{0.95}", "answer": "0.9355", "question": q, **kind}
+            for q, kind in (("Determine the reliability of the pump.", {}),
+                            ("Determine the reliability of the pump.", {"kind": "value"}),
+                            ("What is the optimal replacement interval?", {}))]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    study = run(path, "--target-kind-field", "kind")
+    complement = run(path, "--target-kind-field", "kind", "--tolerance-rule", "complement")
+    assert study.returncode == complement.returncode == 0, complement.stderr
+    assert [json.loads(line)["correct"] for line in study.stdout.splitlines()[:-1]] == [True] * 3
+    *lines, summary = [json.loads(line) for line in complement.stdout.splitlines()]
+    assert [line["correct"] for line in lines] == [False, True, True]
+    assert (summary["correct"], summary["tolerance_rule"]) == (2, "complement")
 
 
 @pytest.mark.parametrize("args, message", [
     (["--tolerance", "-1"], "--tolerance must be a finite number >= 0"),
     (["--response-field", "missing"], "responses.jsonl:1: no field 'missing'"),
     (["--bogus"], "unrecognized arguments: --bogus"),
+    (["--tolerance-rule", "relative"], "argument --tolerance-rule: invalid choice: 'relative'"),
+    (["--target-kind-field", "answer"], "responses.jsonl:1: 'answer': target_kind must be one of "
+                                        "probability, value, got '0.9945'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     path = tmp_path / "responses.jsonl"
