@@ -6,10 +6,13 @@ fall back to the last "final answer" section, then to the last number of the las
 "final answer" section after a box that no marker precedes (an intermediate result boxed in the
 working) wins over that box. In a final-answer line a number restated for comparison ("compared
 to the cold-standby value of 0.9712"), a number that starts an expression ("1 - e^{-4/3}"), a
-step label ("Step 2") and the figures of an exponent are not answers; a final list or Markdown
-table gives its one bold item, else its last. A response cut off by the token limit
-(`truncated=True`) is never credited with a stray number: without a box or a final-answer
-marker it has no answer.
+step label ("Step 2"), a time condition ("R ≈ 0.9048 at t = 100 h") and the figures of an
+exponent are not answers; a sentence goes on through ", which", ", so" or a dash to the value it
+concludes with ("at least 25 days is e^{-0.8}, which is approximately 0.4493", also "from 0.75
+to 0.9375"), unless that value only rounds, bounds or is compared with the answer, and a line
+ending on "is", "=" or ":" is concluded on the next. A final list or Markdown table gives its
+one bold item, else its last. A response cut off by the token limit (`truncated=True`) is
+never credited with a stray number: without a box or a final-answer marker it has no answer.
 
 Targets with several values ("31, 521", "R = 0.95; MTTF = 1000") are graded part by part in
 order: the answer must give as many values (one box holding them, one box each, a final list,
@@ -369,6 +372,19 @@ _MARKED = re.compile(
     r"|nearly|only|exactly|just|equal to|estimated at)\s*)?$",
     re.IGNORECASE,
 )
+# Joiners after which a sentence goes on to conclude (a _CLAUSE_BREAK that does not end it).
+_CONTINUES = re.compile(r",\s+(?:which|meaning|that is|so)\b|\s—\s", re.IGNORECASE)
+_TIME_CONDITION = re.compile(
+    r"\b(?:at|for|after|over|within|during|until|by)\s+(?:time\s+)?t\s*=\s*$", re.IGNORECASE
+)
+_FROM_BEFORE = re.compile(r"\bfrom\s*$", re.IGNORECASE)
+_TO_AFTER = re.compile(r"\s*(?:[^\W\d]+\s+)?to\s*", re.IGNORECASE)
+_BOUND_BEFORE = re.compile(r"≥\s*$")
+_COMPARATIVE_AFTER = re.compile(
+    r"\s*(?:[^\W\d]+\s+)?(?:above|below|higher|lower|more|less|greater|smaller|better|worse"
+    r"|over|under|short|than)\b",
+    re.IGNORECASE,
+)
 # What follows these is a number restated for comparison, not the answer.
 _REFERENCE = re.compile(
     r"\b(?:compared\s+(?:to|with)|in\s+comparison\s+(?:to|with)|versus|vs\.?|as\s+opposed\s+to"
@@ -410,33 +426,67 @@ def _pick_in_line(line: str) -> Number | None:
     """The answer number of one line of prose: the last number right after '=', 'is',
     'approximately'... in the first clause that has a number, else that clause's first number.
     Only a clause's first numbers are read: a line with more is not an answer line anyway.
-    Numbers after "compared to", "versus"... are left out once the clause has had a number."""
+    Numbers after "compared to", "versus"... are left out once the clause has had a number.
+    The sentence goes on through clauses joined by ", which", ", so", ", meaning", ", that is"
+    or a dash, and the value it concludes with wins ("at least 25 days is e^{-0.8}, which is
+    approximately 0.4493"): a later marked number, unless it only rounds the answer ("0.6065,
+    so about 61%") or is compared with it ("which is above the required 0.95")."""
     for variant in _line_variants(line):
-        clause_start = 0
-        for cut in [*(m.end() for m in _CLAUSE_BREAK.finditer(variant)), len(variant)]:
-            matches = list(islice(_NUMBER.finditer(variant, clause_start, cut), _MAX_IN_LINE))
-            if len(matches) > 1:  # only a second number can be a restated one
-                reference = _REFERENCE.search(variant, matches[0].end(), cut)
-                if reference:
-                    matches = [m for m in matches if m.start() < reference.start()]
-            marked, previous_end = [], clause_start
-            for m in matches:
-                if _MARKED.search(variant, max(previous_end, m.start() - 40), m.start()):
-                    marked.append(m)
-                previous_end = m.end()
+        answer, clause_start = None, 0
+        for brk in [*_CLAUSE_BREAK.finditer(variant), None]:
+            cut = brk.end() if brk else len(variant)
+            matches, marked = _clause_numbers(variant, clause_start, cut)
             clause_start = cut
-            marked_values = [m for m in marked if _is_value(variant, m)]
-            if marked and not marked_values:
+            values = [m for m in marked if _is_value(variant, m)]
+            if answer is not None:
+                answer = next((n for n in _finite(reversed(values))
+                               if _concludes(variant, n, answer)), answer)
+            elif marked and not values:
                 continue  # "= 1 - e^{-4/3}": an exact expression, its value comes later
-            for m in reversed(marked_values):
-                number = _number(m)
-                if number.value is not None:
-                    return number
-            for m in matches:
-                number = _number(m)
-                if number.value is not None and _is_value(variant, m):
-                    return number
+            else:
+                first_values = (m for m in matches if _is_value(variant, m))
+                answer = next(_finite(reversed(values)), None) or next(_finite(first_values),
+                                                                       None)
+            if answer is not None and not (brk and _CONTINUES.match(brk.group())):
+                return answer
     return None
+
+
+def _finite(matches):
+    """The Numbers of these matches that have a value."""
+    return (n for n in map(_number, matches) if n.value is not None)
+
+
+def _clause_numbers(text: str, start: int, end: int) -> tuple[list[re.Match], list[re.Match]]:
+    """(numbers, marked numbers) of one clause: its first numbers, those after a reference
+    ("compared to") left out, and which of them a relation, "is" or the "to" of "from ... to"
+    marks (not the "=" of a time condition such as "at t = 100 h")."""
+    matches = list(islice(_NUMBER.finditer(text, start, end), _MAX_IN_LINE))
+    if len(matches) > 1:  # only a second number can be a restated one
+        reference = _REFERENCE.search(text, matches[0].end(), end)
+        if reference:
+            matches = [m for m in matches if m.start() < reference.start()]
+    marked, previous = [], None
+    for m in matches:
+        previous_end = previous.end() if previous else start
+        if _TIME_CONDITION.search(text, max(previous_end, m.start() - 24), m.start()):
+            pass  # "R ≈ 0.9048 at t = 100 h": the "=" says when, not what
+        elif _MARKED.search(text, max(previous_end, m.start() - 40), m.start()) or (
+                previous and _TO_AFTER.fullmatch(text, previous_end, m.start())
+                and _FROM_BEFORE.search(text, max(start, previous.start() - 8), previous.start())):
+            marked.append(m)  # the "to" of "from 0.75 to 0.9375" marks the result
+        previous = m
+    return matches, marked
+
+
+def _concludes(text: str, later: Number, answer: Number) -> bool:
+    """Whether a marked number of a later clause of the sentence replaces its answer: not a
+    bound ("≥ 0.95"), a comparison ("3% above the target") or the answer rounded ("about 61%"
+    after 0.6065, "about 1" after 0.9999994)."""
+    if _BOUND_BEFORE.search(text, max(0, later.start - 16), later.start) \
+            or _COMPARATIVE_AFTER.match(text, later.end):
+        return False
+    return abs(later.value - answer.value) > half_last_digit(later) * _FLOOR_SLACK
 
 
 def _line_variants(line: str):
@@ -479,20 +529,26 @@ def _final_markers(text: str) -> list[tuple[int, int]]:
     return found
 
 
+def _announces(line: str) -> bool:
+    """Whether a line leaves its sentence for the next line to conclude: it ends on a colon, a
+    relation or "is" ("At t = 100 hours the reliability is:", "... at least 25 days is")."""
+    return bool(_MARKED.search(line.rstrip(" *")))
+
+
 def _is_item(line: str) -> bool:
     return bool(_LIST_ITEM.match(line) or _TABLE_ROW.match(line))
 
 
 def _answer_lines(text: str, markers: list[tuple[int, int]], k: int) -> list[tuple[str, str]]:
     """The numeric lines of marker k's section that hold its answer: the first (or the one
-    after it when it only announces the answer: "At t = 100 hours the reliability is:"), and
-    when that line opens a list or a table, every item of it."""
+    after it when it only announces the answer, see _announces), and when that line opens a
+    list or a table, every item of it."""
     end = markers[k + 1][0] if k + 1 < len(markers) else len(text)
     lines = _numeric_lines(_LEAD.sub("", text[markers[k][1]:end], count=1))
     chosen = next(lines, None)
     if chosen is None:
         return []
-    if chosen[1].rstrip(" *").endswith(":"):
+    if _announces(chosen[1]):
         chosen = next(lines, chosen)
     items = [chosen]
     if _is_item(chosen[1]):
@@ -543,11 +599,13 @@ def _last_line(text: str) -> str:
 def _last_number_of_last_line(text: str) -> Number | None:
     """The last number of the last line, unless that line was cut off mid-expression or
     mid-sentence (ends on an operator, or runs on for words after its last number). A step
-    label ("Step 2: Compute the") is not a number of the answer."""
+    label ("Step 2: Compute the") or a time condition ("R ≈ 0.9048 at t = 100 h") is not a
+    number of the answer."""
     line = _LIST_ITEM.sub("", normalize(_last_line(text)), count=1)
     for m in reversed(list(_NUMBER.finditer(line))):
         number = _number(m)
-        if number.value is None or _LABEL_BEFORE.search(line, max(0, m.start() - 16), m.start()):
+        if number.value is None or _LABEL_BEFORE.search(line, max(0, m.start() - 16), m.start()) \
+                or _TIME_CONDITION.search(line, max(0, m.start() - 24), m.start()):
             continue
         trailing = line[number.end:].rstrip()
         if _OPEN_END.search(line.rstrip(" *_")) or (len(_WORD.findall(trailing)) > 4
@@ -659,7 +717,7 @@ def _section_values(text: str, markers: list[tuple[int, int]], k: int,
                         _MAX_ITEMS))
     if not lines:
         return None
-    if lines[0][1].rstrip(" *").endswith(":") and len(lines) > 1:
+    if _announces(lines[0][1]) and len(lines) > 1:
         lines = lines[1:]
     if not _TABLE_ROW.match(lines[0][1]):
         values = _line_values(lines[0][1])
