@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 from relrl.cli import ArgumentParser, UsageError, positive_int, run_main  # noqa: E402
 from relrl.data import atomic_write_json, atomic_write_jsonl, load_dataset, read_json  # noqa: E402
 from relrl.evaluation import compare_models, with_records  # noqa: E402
+from relrl.guess_baselines import rescore, with_baselines  # noqa: E402
 from relrl.demo_report import SET_TITLES, build_report, slug, splice_results_md  # noqa: E402
 from relrl import replication_report, stage_inputs, stage_times  # noqa: E402
 from relrl.engines import ENGINES, default_engine  # noqa: E402
@@ -339,7 +340,7 @@ class Demo:
             out.mkdir(parents=True, exist_ok=True)
             common = ["--model", "tiny", "--dataset", dataset, *self.eval_args(name),
                       "--max-new-tokens", c["max_new_tokens"], "--micro-batch", MICRO_BATCH,
-                      *self.engine]
+                      "--baseline-train", self.work / "data" / "train.jsonl", *self.engine]
             jobs = []
             for label, adapter in self.models().items():
                 target = out / f"{slug(label)}.json"
@@ -373,8 +374,11 @@ class Demo:
 
         for label in self.models():
             pair = read_json(source / f"{slug(label)}.json")
-            atomic_write_json(dest / f"{slug(label)}.json",
-                              compare_models(subset(pair["base"]), subset(pair["finetuned"])))
+            result = compare_models(subset(pair["base"]), subset(pair["finetuned"]))
+            if "guess_baselines" in pair:  # the same fitted guesses, scored on the subset
+                block = rescore(pair["guess_baselines"], result["base"]["results"])
+                result = with_baselines(result, block)
+            atomic_write_json(dest / f"{slug(label)}.json", result)
 
     def eval_sets(self) -> dict[str, Path]:
         """The sets sampled; the held-out mixed-style set is taken from the holdout's results."""
@@ -404,7 +408,7 @@ class Demo:
             extra = []
             if name == "holdout":  # one call also draws the training curves
                 extra = [a for run in ("exp7", "exp10", "exp7_passrate") for a in
-                         ("--grpo-log", self.out / f"grpo_{run}" / "train_log.jsonl")]
+                         ("--grpo-log", f"{run}={_shown(self.out / f'grpo_{run}' / 'train_log.jsonl')}")]
             jobs.append((f"compare_{name}", ["evaluation/compare_results.py", *files,
                                              "--base", "base", "--title", titles[name],
                                              "--output-md", self.out / f"compare_{name}.md",

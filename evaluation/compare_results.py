@@ -3,27 +3,29 @@
 Reads any number of model results and pair files (both sides of a pair are used; a base that
 appears in several pair files is counted once). Every model is compared with --base on the same
 questions: Markdown table of correct/n, accuracy with a 95% interval, truncated completions,
-delta vs base, the paired test's p and its Holm-adjusted value; then accuracy by the base
-screening score when the questions carry it. Plots: accuracy by checkpoint (or by model when no
-label names a checkpoint) and, from GRPO log JSONL files, reward and waste rate by step.
+delta vs base, the paired test's p and its Holm-adjusted value, and the margin over the best
+guess baseline (relrl.guess_baselines: fitted on training rows, from --baseline-train or as the
+evaluation recorded them); the guesses' own table; then accuracy by the base screening score
+when the questions carry it. Plots: accuracy.png, every model's bar with its interval and a line
+at the best guess; training_<run>.png per GRPO log (its run's curves; the statistics.json beside
+the log, when there, gives validation intervals).
 
   python evaluation/compare_results.py results/holdout_*.json --base Qwen3-8B \\
-      --output-md results/holdout.md --plots-dir results/plots --grpo-log runs/exp7/log.jsonl
+      --output-md results/holdout.md --plots-dir results/plots --grpo-log exp7=runs/exp7/train_log.jsonl
 """
 import json
-import re
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from relrl.cli import ArgumentParser, UsageError, run_main
-from relrl.data import DatasetError, atomic_write_json, atomic_write_text, read_json, read_text
+from relrl.data import (DatasetError, atomic_write_json, atomic_write_text, load_dataset, read_json,
+                        read_text)
 from relrl.evaluation import difficulty_breakdown
+from relrl.guess_baselines import GUESSES, margin, score_baselines
+from relrl.result_plots import plot_run, plot_set
 from relrl.stats import bootstrap_ci, discordant, holm, mcnemar, paired_permutation_test, wilson_interval
-
-CHECKPOINT = re.compile(r"(?:checkpoint|ckpt)[-_ ]?(\d+)", re.IGNORECASE)
-
 
 def parse_args(argv=None):
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -32,9 +34,14 @@ def parse_args(argv=None):
                         "side of the first pair file, else the first model)")
     parser.add_argument("--output-md", default=None, help="write the Markdown tables here")
     parser.add_argument("--output-json", default=None, help="write the table's numbers as JSON here")
-    parser.add_argument("--plots-dir", default=None, help="write accuracy.png (and training.png) here")
-    parser.add_argument("--grpo-log", action="append", default=[],
-                        help="GRPO log JSONL (step, reward_mean, waste_rate, val_accuracy); repeatable")
+    parser.add_argument("--plots-dir", default=None,
+                        help="write accuracy.png (and training_<run>.png per --grpo-log) here")
+    parser.add_argument("--grpo-log", action="append", default=[], metavar="[RUN=]FILE",
+                        help="GRPO train_log.jsonl (step, reward_mean, waste_rate, ...), named RUN "
+                        "in its figure (default: its folder's name); repeatable")
+    parser.add_argument("--baseline-train", default=None, metavar="FILE",
+                        help="training rows (JSONL) to fit the guess baselines on (default: the "
+                        "baselines the base model's result file recorded, if any)")
     parser.add_argument("--title", default=None, help="heading above the tables")
     return parser.parse_args(argv)
 
@@ -68,7 +75,7 @@ def read_models(paths: list[str]) -> tuple[list[dict], str | None]:
         else:
             sides = [_check_model_result(data, path)]
         for result in sides:
-            result = {**result, "_file": path}
+            result = {**result, "_file": path, "_baselines": data.get("guess_baselines")}
             seen = models.get(result["model"])
             if seen is None:
                 models[result["model"]] = result
@@ -80,6 +87,15 @@ def read_models(paths: list[str]) -> tuple[list[dict], str | None]:
 
 def _outcomes(result: dict) -> list:
     return [(r["id"], r["correct"], r["pass_count"]) for r in result["results"]]
+
+
+def read_run(spec: str) -> tuple[str, list[dict], dict | None]:
+    """--grpo-log [RUN=]FILE: the run's name, its log lines, and the statistics.json beside the
+    log (None when absent)."""
+    name, _, path = spec.rpartition("=")
+    name = name or Path(path).parent.name or Path(path).stem
+    stats = Path(path).parent / "statistics.json"
+    return name, read_log(path), read_json(stats) if stats.is_file() else None
 
 
 def read_log(path: str) -> list[dict]:
@@ -148,6 +164,46 @@ def _row(m: dict, base: dict) -> dict:
     return row
 
 
+def guess_block(models: list[dict], base_label: str, train_file: str | None) -> dict | None:
+    """The guess baselines on these questions: fitted on --baseline-train's rows and graded by
+    the base result's rule, else the block the base's (or another model's) file recorded."""
+    base = next(m for m in models if m["model"] == base_label)
+    if train_file is None:
+        return next((m["_baselines"] for m in [base, *models] if m.get("_baselines")), None)
+    if not Path(train_file).is_file():
+        raise UsageError(f"--baseline-train: {train_file}: no such file")
+    block = score_baselines(base["results"], load_dataset(train_file),
+                            tolerance=base.get("tolerance", 0.05),
+                            rule=base.get("tolerance_rule", "study"))
+    return {**block, "train_file": train_file}
+
+
+GUESS_NAMES = {"constant": "one constant answer", "family_mode": "the family's usual answer",
+               "copy": "a number copied from the question"}
+
+
+def guess_markdown(block: dict) -> list[str]:
+    """The guesses' table: what each answers, how often it is right, with a Wilson interval."""
+    train = block.get("train", {})
+    where = f" in {block['train_file']}" if block.get("train_file") else ""
+    answers = {"constant": f"{block['constant']['answer']:g}" if block["constant"]["answer"]
+               is not None else "none",
+               "family_mode": f"per family ({len(block['family_mode']['answers'])} fitted)",
+               "copy": block["copy"]["rule"]}
+    out = ["", "### Guess baselines", "",
+           f"Fitted on {train.get('rows', 'the')} training rows{where}, never on these questions; "
+           f"graded by the same rule ({block['tolerance_rule']}, tolerance {block['tolerance']:g}). "
+           "A model's margin is its accuracy minus the best guess's.", "",
+           "| Guess | Answer | Correct / n | Accuracy (95% CI) |", "|---|---|---|---|"]
+    for name in GUESSES:
+        g = block[name]
+        low, high = wilson_interval(g["correct"], block["n"])
+        best = " (best)" if name == block["best"]["guess"] else ""
+        out.append(f"| {GUESS_NAMES[name]}{best} | {answers[name]} | {g['correct']}/{block['n']} | "
+                   f"{_pct(g['accuracy'])} ({_pct(low)}-{_pct(high)}) |")
+    return out
+
+
 def difficulty_rows(models: list[dict]) -> tuple[list[str], dict[str, dict]]:
     """Score levels and, per model, {level: {n, correct, accuracy}}."""
     per_model = {m["model"]: difficulty_breakdown(m["results"]) for m in models}
@@ -171,22 +227,26 @@ def _p(p: float | None) -> str:
 
 
 def markdown(rows: list[dict], base_label: str, levels: list[str], per_model: dict,
-             title: str | None) -> str:
+             title: str | None, guesses: dict | None = None) -> str:
     out = [f"## {title}", ""] if title else []
+    margin_head = (" Margin vs best guess |", "---|") if guesses else ("", "")
     out += [f"Base: {base_label}; {rows[0]['n']} questions.", "",
-            "| Model | Correct / n | Accuracy (95% CI) | Truncated | Delta vs base | p | p (Holm) |",
-            "|---|---|---|---|---|---|---|"]
+            "| Model | Correct / n | Accuracy (95% CI) | Truncated | Delta vs base | p | p (Holm) |"
+            + margin_head[0], "|---|---|---|---|---|---|---|" + margin_head[1]]
     for r in rows:
         n = f"{r['n']}" if r["samples"] == 1 else f"{r['n']}x{r['samples']}"
         delta = "-" if r["model"] == base_label else f"{100 * r['delta']:+.1f}pp"
         out.append(f"| {r['model']} | {r['correct']}/{n} | {_pct(r['accuracy'])} "
                    f"({_pct(r['ci_low'])}-{_pct(r['ci_high'])}) | {r['truncated']} | {delta} | "
-                   f"{_p(r['p'])} | {_p(r['p_holm'])} |")
+                   f"{_p(r['p'])} | {_p(r['p_holm'])} |"
+                   + (f" {100 * r['margin']:+.1f}pp |" if guesses else ""))
     out += ["", "95% CI: Wilson score interval (one sample per question) or a percentile bootstrap "
              "over questions (K samples per question). p: McNemar's exact test on the paired "
              "outcomes (one sample per question) or the exact paired sign-flip permutation test on "
              "per-question accuracies (K > 1), two-sided, against the base; Holm-adjusted over "
              f"the {max(len(rows) - 1, 0)} comparisons."]
+    if guesses:
+        out += guess_markdown(guesses)
     if levels:
         names = [r["model"] for r in rows if r["model"] in per_model]
         out += ["", "### Accuracy by base screening score", "",
@@ -202,54 +262,6 @@ def markdown(rows: list[dict], base_label: str, levels: list[str], per_model: di
 
 
 # ---------------------------------------------------------------------------- plots
-
-
-def _checkpoint(model: dict) -> tuple[str, int] | None:
-    """(run name, step) when the label or adapter path names a checkpoint."""
-    for text in (model["model"], model.get("adapter") or ""):
-        found = CHECKPOINT.search(text)
-        if found:
-            run = (text[:found.start()] + text[found.end():]).strip(" /_-") or "run"
-            return run, int(found.group(1))
-    return None
-
-
-def plot_accuracy(models: list[dict], rows: list[dict], base_label: str, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    by_model = {r["model"]: r for r in rows}
-    runs: dict[str, list[tuple[int, dict]]] = {}
-    for m in models:
-        found = _checkpoint(m) if m["model"] != base_label else None
-        if found:
-            runs.setdefault(found[0], []).append((found[1], by_model[m["model"]]))
-    fig, ax = plt.subplots(figsize=(7, 4))
-    if runs:
-        for run, points in sorted(runs.items()):
-            points.sort(key=lambda p: p[0])
-            steps = [s for s, _ in points]
-            acc = [100 * r["accuracy"] for _, r in points]
-            err = [[100 * (r["accuracy"] - r["ci_low"]) for _, r in points],
-                   [100 * (r["ci_high"] - r["accuracy"]) for _, r in points]]
-            ax.errorbar(steps, acc, yerr=err, marker="o", capsize=3, label=run)
-        ax.set_xlabel("checkpoint (training step)")
-    else:
-        names = [r["model"] for r in rows]
-        acc = [100 * r["accuracy"] for r in rows]
-        err = [[100 * (r["accuracy"] - r["ci_low"]) for r in rows],
-               [100 * (r["ci_high"] - r["accuracy"]) for r in rows]]
-        ax.bar(range(len(rows)), acc, yerr=err, capsize=3, color="tab:blue")
-        ax.set_xticks(range(len(rows)), names, rotation=20, ha="right")
-    ax.axhline(100 * by_model[base_label]["accuracy"], color="grey", linestyle="--",
-               label=f"{base_label} (base)")
-    ax.set_ylabel("accuracy (%), 95% CI")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def plot_training(logs: dict[str, list[dict]], path: Path) -> None:
@@ -286,25 +298,40 @@ def main(argv=None):
     if args.plots_dir and not Path(args.plots_dir).is_dir():
         raise UsageError(f"--plots-dir: {args.plots_dir} is not an existing folder")
     models, pair_base = read_models(args.results)
-    logs = {Path(p).parent.name or Path(p).stem: read_log(p) for p in args.grpo_log}
-    for name, rows in logs.items():
+    runs = {name: (log, stats) for name, log, stats in map(read_run, args.grpo_log)}
+    for name, (log, _) in runs.items():
         for field in ("reward_mean", "waste_rate"):
-            if not any(field in row for row in rows):
+            if not any(field in row for row in log):
                 raise DatasetError(f"{name}: GRPO log has no {field!r} field")
     base_label = args.base or pair_base or models[0]["model"]
     rows = table_rows(models, base_label)
+    guesses = guess_block(models, base_label, args.baseline_train)
+    if guesses is not None:
+        if guesses["n"] != rows[0]["n"]:
+            raise UsageError(f"the recorded guess baselines cover {guesses['n']} questions, the "
+                             f"results {rows[0]['n']}; give --baseline-train")
+        for row in rows:
+            row["margin"] = margin(row["accuracy"], guesses)
     levels, per_model = difficulty_rows(models)
-    text = markdown(rows, base_label, levels, per_model, args.title)
+    text = markdown(rows, base_label, levels, per_model, args.title, guesses)
 
     if args.output_md:
         atomic_write_text(args.output_md, text)
     if args.output_json:
         atomic_write_json(args.output_json, {"base": base_label, "rows": rows,
-                                             "by_base_score": per_model})
+                                             "by_base_score": per_model,
+                                             **({"guess_baselines": guesses} if guesses else {})})
     if args.plots_dir:
-        plot_accuracy(models, rows, base_label, Path(args.plots_dir) / "accuracy.png")
-        if logs:
-            plot_training(logs, Path(args.plots_dir) / "training.png")
+        plots = Path(args.plots_dir)
+        best = None if guesses is None else {"label": "best guess: " + GUESS_NAMES[
+            guesses["best"]["guess"]], "accuracy": guesses["best"]["accuracy"]}
+        plot_set(rows, plots / "accuracy.png", best_guess=best, title=args.title)
+        if runs:
+            plot_training({name: log for name, (log, _) in runs.items()}, plots / "training.png")
+        for name, (log, stats) in runs.items():
+            plot_run(name, log, plots / f"training_{name}.png",
+                     val_history=(stats or {}).get("val_history"),
+                     val_samples=(stats or {}).get("settings", {}).get("val_samples", 1))
     sys.stdout.write(text)
     return 0
 

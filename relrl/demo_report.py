@@ -105,6 +105,29 @@ def findings(out: Path) -> list[str]:
     ]
 
 
+def guess_lines(out: Path) -> list[str]:
+    """Per evaluated set, the best guess baseline and each model's margin over it, from the
+    compare_<set>.json files that carry baselines (empty when none does)."""
+    tables = {p.stem.removeprefix("compare_"): read_json(p) for p in sorted(out.glob("compare_*.json"))}
+    tables = {name: t for name, t in tables.items() if t.get("guess_baselines")}
+    if not tables:
+        return []
+    models = [r["model"] for r in next(iter(tables.values()))["rows"]]
+    lines = ["## Guess baselines", "",
+             "The best of three answers that read no question (one constant and each family's "
+             "usual answer, both fitted on the training rows, and the question's last number), "
+             "graded by the same rule; margin: a model's accuracy minus the best guess's, in points.",
+             "", "| Set | Best guess | Its accuracy | " + " | ".join(models) + " |",
+             "|---|---|---|" + "---|" * len(models)]
+    for name, t in tables.items():
+        g = t["guess_baselines"]
+        margins = {r["model"]: r["margin"] for r in t["rows"]}
+        lines.append(f"| {name} | {g['best']['guess']} ({g['tolerance_rule']} rule) | "
+                     f"{100 * g['best']['accuracy']:.1f}% | " + " | ".join(
+                         f"{100 * margins[m]:+.1f}" if m in margins else "-" for m in models) + " |")
+    return lines + [""]
+
+
 def build_report(out: Path, *, fast: bool, seed: int, out_name: str,
                  timings: list[dict]) -> str:
     label = "FAST demo (a quick look: small data, few steps; not the miniature study)" \
@@ -112,7 +135,7 @@ def build_report(out: Path, *, fast: bool, seed: int, out_name: str,
     parts = [f"# {label}", "",
              f"Seed {seed}. Every number below was computed by the scripts from the files in "
              f"`{out_name}/`; rerun with `python demo.py{' --fast' if fast else ''}` to "
-             "reproduce it.", "", "## Findings", "", *findings(out), ""]
+             "reproduce it.", "", "## Findings", "", *findings(out), "", *guess_lines(out)]
     for name in SET_TITLES:
         parts += [(out / f"compare_{name}.md").read_text().strip(), ""]
     parts += ["## Dynamic sampling: generated groups that carry no learning signal", "",
@@ -127,6 +150,9 @@ def build_report(out: Path, *, fast: bool, seed: int, out_name: str,
         parts.append(f"| {r['run']} | {r['useful_steps']} | {r['groups']} | {r['wasted']} | "
                      f"{100 * r['waste_rate']:.1f}% | {best} |")
     parts += ["", "![training curves](plots/holdout/training.png)", "",
+              *[f"![{run} training curves](plots/holdout/training_{run}.png)"
+                for run, _ in GRPO_RUNS if (out / "plots" / "holdout" / f"training_{run}.png").exists()],
+              "",
               *stage_table(timings)]
     return "\n".join(parts) + "\n"
 

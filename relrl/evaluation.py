@@ -25,6 +25,7 @@ from relrl.data import (DatasetError, ProgressFile, atomic_write_json, load_data
                         questions_fingerprint, read_json)
 from relrl.engines import Engine, SamplingConfig, add_engine_args, question_seed
 from relrl.grading import grade, target_kind_of
+from relrl.guess_baselines import describe, score_baselines, with_baselines
 from relrl.modeling import check_adapter_dir, check_model_source
 from relrl.models import make_engine, open_engine
 from relrl.prompting import build_prompt
@@ -531,6 +532,19 @@ def load_base_results(path: str, rows: Sequence[dict], settings: EvalSettings) -
     return base
 
 
+def add_baselines(result: dict, rows: Sequence[dict], train_rows: Sequence[dict] | None,
+                  settings: EvalSettings, train_file: str | None) -> dict:
+    """The result with the guess baselines fitted on `train_rows` and scored on `rows` by the
+    result's own rule; unchanged without training rows."""
+    if train_rows is None:
+        return result
+    block = score_baselines(rows, train_rows, tolerance=settings.tolerance,
+                            rule=settings.tolerance_rule)
+    result = with_baselines(result, {**block, "train_file": train_file})
+    print(describe(result["guess_baselines"]), flush=True)
+    return result
+
+
 def run_cli(args, rows: list[dict]) -> int:
     """What evaluate_single, evaluate_finetuned_only and evaluate_gsm8k share.
 
@@ -545,6 +559,7 @@ def run_cli(args, rows: list[dict]) -> int:
     adapter = args.adapter
     base_path = getattr(args, "base_results", None)
     base_file = load_base_results(base_path, rows, settings) if base_path else None
+    train_rows = load_dataset(args.baseline_train) if args.baseline_train else None
 
     if args.merge:
         shards = load_shards(output, fingerprint)
@@ -555,7 +570,7 @@ def run_cli(args, rows: list[dict]) -> int:
             base = with_records(base_file, base_file["results"]) if base_file else \
                 merged_model_result(rows, [s["base"] for s in shards], "base")
             result = compare_models(base, ft)
-        write_result(output, result)
+        write_result(output, add_baselines(result, rows, train_rows, settings, args.baseline_train))
         print(f"merged {len(shards)} shards into {output}")
         return 0
 
@@ -590,6 +605,8 @@ def run_cli(args, rows: list[dict]) -> int:
             result = compare_models(base, ft_run.evaluate(generate))
             print(f"delta {100 * result['delta']:+.1f}pp, b01={result['mcnemar_b01']} "
                   f"b10={result['mcnemar_b10']}, {result['test']} p={result['p_value']:.3g}")
+    if shard[1] == 1:  # a shard's part is not the evaluated set: --merge scores the whole
+        result = add_baselines(result, part, train_rows, settings, args.baseline_train)
     written = write_result(output, result, shard, fingerprint)
     print(f"wrote {written}" + ("; run --merge once every shard has finished" if shard[1] > 1 else ""))
     return 0
@@ -609,6 +626,9 @@ def add_model_args(parser, default_model: str, *, base_label: bool = True,
                             "study's $OUTPUT_DIR/eval_$RUN_NAME.json, results/ and eval unset)")
     else:
         parser.add_argument("--output", required=True, help="result JSON to write")
+    parser.add_argument("--baseline-train", default=None, metavar="FILE",
+                        help="training rows (JSONL) to fit the guess baselines on; the result then "
+                        "records them and each model's margin over the best (relrl.guess_baselines)")
     parser.add_argument("--label", default=None, help="name of the evaluated model in tables "
                         "(default: the adapter's parent/name, else the model's name)")
     if base_label:

@@ -18,6 +18,7 @@ import numpy as np
 from relrl import stage_times
 from relrl.clustered_stats import compare_groups, group_differences, min_detectable
 from relrl.data import read_json
+from relrl.guess_baselines import GUESSES, fitted_from_block, guess_outcomes
 from relrl.stats import holm
 
 PRIMARY = ("heldout", "GRPO exp7 best", "base")  # (set, model, against)
@@ -35,6 +36,8 @@ SECONDARY = (
     ("ood", "GRPO exp10 best", "base"),
 )
 RETENTION_MODELS = ("SFT warm start", "GRPO exp7 best", "GRPO exp10 best")
+GUESS_SETS = ("heldout", "retention", "holdout", "ood", "train")
+GUESS_MODELS = ("base", "SFT warm start", "GRPO exp7 best", "GRPO exp7 final", "GRPO exp10 best")
 SAMPLER_RUNS = (("exp7", "uniform draws"), ("exp7_passrate", "pass-rate sampler"))
 N_BOOT = 10_000
 
@@ -143,7 +146,8 @@ def pooled_results(root: Path, seeds: list[int]) -> dict:
     retention.update({m: _accuracy(dirs, "retention", m) for m in RETENTION_MODELS})
     return {"seeds": seeds, "primary_alpha": PRIMARY_ALPHA, "secondary_alpha": SECONDARY_ALPHA,
             "primary": primary, "secondary": secondary, "retention_accuracy": retention,
-            "waste": waste(dirs), "best_steps": best_steps(dirs), "run_time": run_time(dirs)}
+            "waste": waste(dirs), "best_steps": best_steps(dirs), "run_time": run_time(dirs),
+            "guess_baselines": guess_baselines(dirs)}
 
 
 def run_time(dirs: dict[int, Path]) -> dict:
@@ -158,15 +162,49 @@ def run_time(dirs: dict[int, Path]) -> dict:
     return out
 
 
+def _group_means(recs: list[dict], scores: list[float]) -> list[float]:
+    by: dict[str, list[float]] = {}
+    for r, score in zip(recs, scores):
+        by.setdefault(str(r.get("group") or r["id"]), []).append(score)
+    return [sum(v) / len(v) for v in by.values()]
+
+
 def _accuracy(dirs: dict[int, Path], set_name: str, model: str) -> dict:
     """Group-level accuracy (mean over groups of the group's mean accuracy), pooled."""
     scores = []
     for folder in dirs.values():
-        by: dict[str, list[float]] = {}
-        for r in records(folder, set_name, model):
-            by.setdefault(str(r.get("group") or r["id"]), []).append(r["pass_count"] / r["samples"])
-        scores += [sum(v) / len(v) for v in by.values()]
+        recs = records(folder, set_name, model)
+        scores += _group_means(recs, [r["pass_count"] / r["samples"] for r in recs])
     return {"groups": len(scores), "accuracy": sum(scores) / len(scores)}
+
+
+def guess_baselines(dirs: dict[int, Path]) -> dict:
+    """Per set whose result files recorded guess baselines at every seed: each guess's pooled
+    group-level accuracy (each seed's guesses, fitted on its own training rows, graded on its
+    own questions), the best guess, and each model's margin over it (group level, pooled)."""
+    out = {}
+    for set_name in GUESS_SETS:
+        folders = {seed: d / "eval" / set_name for seed, d in dirs.items()}
+        if not all(f.is_dir() and any(f.glob("*.json")) for f in folders.values()):
+            continue
+        blocks = {seed: read_json(next(iter(sorted(f.glob("*.json"))))).get("guess_baselines")
+                  for seed, f in folders.items()}
+        if not all(blocks.values()):
+            continue
+        scores: dict[str, list[float]] = {name: [] for name in GUESSES}
+        for seed, block in blocks.items():
+            recs = records(dirs[seed], set_name, "base")
+            outcomes = guess_outcomes(recs, fitted_from_block(block), tolerance=block["tolerance"],
+                                      rule=block["tolerance_rule"])
+            for name in GUESSES:
+                scores[name] += _group_means(recs, [float(x) for x in outcomes[name]])
+        accuracy = {name: sum(v) / len(v) for name, v in scores.items()}
+        best = max(GUESSES, key=accuracy.get)
+        rule = next(iter(blocks.values()))["tolerance_rule"]
+        out[set_name] = {"accuracy": accuracy, "best": best, "rule": rule,
+                         "margins": {m: _accuracy(dirs, set_name, m)["accuracy"] - accuracy[best]
+                                     for m in GUESS_MODELS}}
+    return out
 
 
 def _pct(x: float) -> str:
@@ -179,6 +217,23 @@ def _pts(x: float) -> str:
 
 def _ci(c: dict) -> str:
     return f"[{_pts(c['ci_low'])}, {_pts(c['ci_high'])}]"
+
+
+def guess_table(guesses: dict) -> list[str]:
+    """The best guess per set and each model's margin over it (empty without baselines)."""
+    if not guesses:
+        return []
+    lines = ["", "## Guess baselines (group level, pooled)", "",
+             "Answers that read no question: one constant, each family's usual answer (both "
+             "fitted on each seed's training rows), and the question's last number, graded by "
+             "the same rule. Margin: the model's accuracy minus the best guess's, in points.", "",
+             "| Set | Best guess | Its accuracy | " + " | ".join(GUESS_MODELS) + " |",
+             "|---|---|---|" + "---|" * len(GUESS_MODELS)]
+    for set_name, g in guesses.items():
+        lines.append(f"| {set_name} | {g['best']} ({g['rule']} rule) | "
+                     f"{_pct(g['accuracy'][g['best']])} | "
+                     + " | ".join(_pts(g["margins"][m]) for m in GUESS_MODELS) + " |")
+    return lines
 
 
 def build_report(pooled: dict) -> str:
@@ -219,6 +274,7 @@ def build_report(pooled: dict) -> str:
             c = row["pooled"]
             lines.append(f"| {row['model']} | {c['groups']} | {_pct(ret[row['model']]['accuracy'])} | "
                          f"{_pts(c['delta'])} | {_ci(c)} | {c['p_holm']:.3g} | {100 * c['mdd']:.1f} |")
+    lines += guess_table(pooled.get("guess_baselines") or {})
     w = pooled["waste"]
     lines += ["", "## Dynamic sampling waste (zero-signal groups / groups generated)", "",
               "| Run | " + " | ".join(f"seed {s}" for s in pooled["seeds"]) + " | pooled |",

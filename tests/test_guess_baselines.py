@@ -91,3 +91,92 @@ def test_a_recorded_block_rescored_on_a_subset_keeps_its_fitted_answers():
     assert sub["family_mode"]["answers"] == block["family_mode"]["answers"]
     assert (sub["n"], sub["family_mode"]["correct"], sub["constant"]["correct"]) == (1, 1, 0)
     assert block["copy"]["correct"] == 1 and sub["train"] == block["train"]
+
+
+def test_evaluation_records_the_baselines_fitted_on_baseline_train(tmp_path, capsys):
+    import json
+
+    from eval_helpers import fake_generate, run_script, write_rows
+
+    from relrl import evaluation as ev
+    from relrl.data import load_dataset, questions_fingerprint
+
+    rows = load_dataset(write_rows(tmp_path / "d.jsonl", 12))
+    train = tmp_path / "train.jsonl"
+    train.write_text("".join(f'{{"question": "Q{i}", "answer": "{t}", "target_kind": "value"}}\n'
+                             for i, t in enumerate(["12e-4", "12e-4", "30e-4"])))
+    sets = ev.EvalSettings(max_new_tokens=16)
+    out = tmp_path / "out.json"
+    for i in range(2):  # two finished shards of a paired run; --merge needs no model
+        part = ev.shard_rows(rows, i, 2)
+        results = [ev.model_result(ev.evaluate_rows(part, fake_generate(skill), sets), label=label,
+                                   model_path="tiny-random", adapter=adapter, dataset=str(tmp_path / "d.jsonl"),
+                                   fingerprint=questions_fingerprint(part), settings=sets)
+                   for label, adapter, skill in (("base", None, 30), ("exp7", "a", 60))]
+        ev.write_result(out, ev.compare_models(*results, n_boot=100), (i, 2), questions_fingerprint(rows))
+    common = ["--model", "tiny-random", "--adapter", tmp_path / "a", "--dataset", tmp_path / "d.jsonl",
+              "--output", out, "--max-new-tokens", 16, "--merge"]
+    code, stdout, _ = run_script("evaluate_single", [*common, "--baseline-train", train], capsys)
+    assert code == 0
+    result = json.loads(out.read_text())  # the block and the sides' accuracies stay in the main file
+    block = result["guess_baselines"]
+    # 12e-4 (two training rows of three) is the second question's target: one of 12 right
+    assert block["constant"]["answer"] == pytest.approx(12e-4)
+    assert (block["n"], block["constant"]["correct"], block["train"]["rows"]) == (12, 1, 3)
+    assert block["train_file"] == str(train)
+    sides = [result["base"], result["finetuned"]]
+    assert block["margins"] == {m["model"]: pytest.approx(m["accuracy"] - 1 / 12) for m in sides}
+    assert "best guess: constant 0.0012, 1/12 correct" in stdout
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"question": "Q"}\n')
+    code, _, err = run_script("evaluate_single", [*common, "--baseline-train", bad], capsys)
+    assert code == 2 and "bad.jsonl:1" in err and len(err.strip().splitlines()) == 1
+
+
+def test_replication_report_pools_each_seeds_guesses_by_group(tmp_path):
+    import json
+
+    from relrl import replication_report as rr
+
+    def rec(i, group, target, passes=0):
+        return {"id": f"{group}-{i}", "group": group, "question": "Which value?", "target": target,
+                "target_kind": "value", "samples": 4, "pass_count": passes}
+
+    targets = {2: [("g0", "0.95"), ("g0", "0.5"), ("g1", "0.95")], 3: [("h0", "0.3")]}
+    block = gb.score_fitted([], gb.Fitted(0.95, 0.6))
+    for seed, rows in targets.items():
+        folder = tmp_path / f"seed-{seed}" / "eval" / "heldout"
+        folder.mkdir(parents=True)
+        base = [rec(i, g, t) for i, (g, t) in enumerate(rows)]
+        for k, model in enumerate(rr.GUESS_MODELS[1:]):
+            ft = [{**r, "pass_count": 4 if k == 0 else 1} for r in base]
+            (folder / f"{rr.slug(model)}.json").write_text(json.dumps(
+                {"kind": "pair_result", "base": {"results": base}, "finetuned": {"results": ft},
+                 "guess_baselines": block}))
+    out = rr.guess_baselines(rr.seed_dirs(tmp_path, [2, 3]))
+    assert list(out) == ["heldout"]  # the other sets have no result files
+    g = out["heldout"]
+    # the constant 0.95 by group: g0 half right, g1 right, h0 wrong -> (0.5 + 1 + 0) / 3
+    assert g["accuracy"] == {"constant": 0.5, "family_mode": 0.5, "copy": 0.0}
+    assert g["best"] == "constant"
+    assert g["margins"] == {"base": -0.5, "SFT warm start": 0.5, "GRPO exp7 best": -0.25,
+                            "GRPO exp7 final": -0.25, "GRPO exp10 best": -0.25}
+    table = rr.guess_table(out)
+    assert "| heldout | constant (study rule) | 50.0% | -50.0 | +50.0 | -25.0 | -25.0 | -25.0 |" in table
+
+
+def test_demo_report_lists_the_best_guess_and_margins_per_set(tmp_path):
+    import json
+
+    from relrl.demo_report import guess_lines
+
+    block = {"best": {"guess": "constant", "accuracy": 0.57}, "tolerance_rule": "study"}
+    (tmp_path / "compare_heldout.json").write_text(json.dumps({"guess_baselines": block, "rows": [
+        {"model": "base", "margin": 0.288 - 0.57}, {"model": "GRPO exp7 best", "margin": 0.378 - 0.57}]}))
+    (tmp_path / "compare_ood.json").write_text(json.dumps({"rows": [{"model": "base"}]}))
+    assert guess_lines(tmp_path)[4:7] == [
+        "| Set | Best guess | Its accuracy | base | GRPO exp7 best |", "|---|---|---|---|---|",
+        "| heldout | constant (study rule) | 57.0% | -28.2 | -19.2 |"]
+    (tmp_path / "compare_heldout.json").unlink()
+    assert guess_lines(tmp_path) == []  # no set carries baselines: no section
