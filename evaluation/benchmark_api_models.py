@@ -25,7 +25,8 @@ from tqdm import tqdm
 
 from relrl import api_client as api
 from relrl import evaluation as ev
-from relrl.cli import ArgumentParser, UsageError, env_default, positive_int, run_main
+from relrl.cli import (ArgumentParser, UsageError, add_tolerance_rule_arg, env_default, positive_int,
+                       run_main)
 from relrl.data import load_dataset, questions_fingerprint
 from relrl.prompting import chat_messages
 
@@ -62,6 +63,7 @@ def parse_args(argv=None):
                         help="send seed+k with sample k, for providers that honour it")
     parser.add_argument("--tolerance", type=float, default=0.05,
                         help="relative tolerance for a correct answer (default 0.05)")
+    add_tolerance_rule_arg(parser)
     parser.add_argument("--allow-plain", action=argparse.BooleanOptionalAction, default=True,
                         help="grade a final plain number when there is no \\boxed{} (default on)")
     parser.add_argument("--max-questions", type=positive_int("--max-questions"), default=None,
@@ -136,6 +138,7 @@ class ModelBenchmark:
                                    temperature=self.args.temperature, top_p=self.args.top_p,
                                    max_new_tokens=self.args.max_tokens,
                                    tolerance=self.args.tolerance,
+                                   tolerance_rule=self.args.tolerance_rule,
                                    allow_plain=self.args.allow_plain)
         answers = defaultdict(dict)
         for record in self.progress.done.values():

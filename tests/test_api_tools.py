@@ -158,6 +158,29 @@ def test_benchmark_writes_a_model_result(run, dataset, tmp_path):
     assert sorted(s.user_text for s in run.server.seen) == sorted(q for q, _ in QUESTIONS)
 
 
+def test_benchmark_grades_by_the_tolerance_rule(run, dataset, tmp_path):
+    from relrl import evaluation as ev
+
+    truth = dict(QUESTIONS)
+
+    def respond(body):  # 0.996 for 0.99: 0.6% off, but 60% off its failure probability 0.01
+        question = body["messages"][-1]["content"]
+        return f"Final answer: {'0.996' if truth[question] == '0.99' else truth[question]}"
+
+    run.server.responder = respond
+    results = {}
+    for rule in ("study", "complement"):
+        out = tmp_path / rule
+        proc = run(BENCH, "--models", "vendor/model-a", "--dataset", dataset, "--output-dir", out,
+                   "--tolerance-rule", rule, *FAST)
+        assert proc.returncode == 0, proc.stderr
+        results[rule] = ev.load_model_result(out / "vendor_model-a.json")
+    assert [results[r]["correct"] for r in ("study", "complement")] == [6, 5]
+    assert results["complement"]["tolerance_rule"] == "complement"
+    assert results["complement"]["settings"]["tolerance_rule"] == "complement"
+    assert results["study"]["tolerance_rule"] == "study"
+
+
 def test_benchmark_result_loads_beside_a_local_result(run, dataset, tmp_path):
     from relrl import evaluation as ev
 
