@@ -6,13 +6,14 @@ fall back to the last "final answer" section, then to the last number of the las
 "final answer" section after a box that no marker precedes (an intermediate result boxed in the
 working) wins over that box. In a final-answer line a number restated for comparison ("compared
 to the cold-standby value of 0.9712"), a number that starts an expression ("1 - e^{-4/3}"), a
-step label ("Step 2"), a time condition ("R ≈ 0.9048 at t = 100 h") and the figures of an
-exponent are not answers; a sentence goes on through ", which", ", so" or a dash to the value it
-concludes with ("at least 25 days is e^{-0.8}, which is approximately 0.4493", also "from 0.75
-to 0.9375"), unless that value only rounds, bounds or is compared with the answer, and a line
-ending on "is", "=" or ":" is concluded on the next. A final list or Markdown table gives its
-one bold item, else its last. A response cut off by the token limit (`truncated=True`) is
-never credited with a stray number: without a box or a final-answer marker it has no answer.
+step label ("Step 2"), a time condition after a marked value ("R ≈ 0.9048 at t = 100 h") and
+the figures of an exponent are not answers; a sentence goes on through ", which", ", so" or a
+dash to the value it concludes with ("at least 25 days is e^{-0.8}, which is approximately
+0.4493", also "from 0.75 to 0.9375"), unless that value only rounds, bounds or is compared with
+the answer, and a line ending on "is", "=" or ":" is concluded on the next. A final list or
+Markdown table gives its one bold item, else its last. A response cut off by the token limit
+(`truncated=True`) is never credited with a stray number: without a box or a final-answer
+marker it has no answer.
 
 Targets with several values ("31, 521", "R = 0.95; MTTF = 1000") are graded part by part in
 order: the answer must give as many values (one box holding them, one box each, a final list,
@@ -435,18 +436,20 @@ def _pick_in_line(line: str) -> Number | None:
         answer, clause_start = None, 0
         for brk in [*_CLAUSE_BREAK.finditer(variant), None]:
             cut = brk.end() if brk else len(variant)
-            matches, marked = _clause_numbers(variant, clause_start, cut)
+            matches, marked, timed = _clause_numbers(variant, clause_start, cut)
             clause_start = cut
-            values = [m for m in marked if _is_value(variant, m)]
-            if answer is not None:
-                answer = next((n for n in _finite(reversed(values))
-                               if _concludes(variant, n, answer)), answer)
-            elif marked and not values:
-                continue  # "= 1 - e^{-4/3}": an exact expression, its value comes later
-            else:
+            if answer is None:
+                marked = marked or timed  # "reached at t = 1054 h": then the time is the answer
+                values = [m for m in marked if _is_value(variant, m)]
+                if marked and not values:
+                    continue  # "= 1 - e^{-4/3}": an exact expression, its value comes later
                 first_values = (m for m in matches if _is_value(variant, m))
                 answer = next(_finite(reversed(values)), None) or next(_finite(first_values),
                                                                        None)
+            else:  # a later clause of the sentence: a value it is marked with concludes it
+                values = (m for m in reversed(marked) if _is_value(variant, m))
+                answer = next((n for n in _finite(values) if _concludes(variant, n, answer)),
+                              answer)
             if answer is not None and not (brk and _CONTINUES.match(brk.group())):
                 return answer
     return None
@@ -457,26 +460,27 @@ def _finite(matches):
     return (n for n in map(_number, matches) if n.value is not None)
 
 
-def _clause_numbers(text: str, start: int, end: int) -> tuple[list[re.Match], list[re.Match]]:
-    """(numbers, marked numbers) of one clause: its first numbers, those after a reference
-    ("compared to") left out, and which of them a relation, "is" or the "to" of "from ... to"
-    marks (not the "=" of a time condition such as "at t = 100 h")."""
+def _clause_numbers(text: str, start: int, end: int
+                    ) -> tuple[list[re.Match], list[re.Match], list[re.Match]]:
+    """(numbers, marked, timed) of one clause: its first numbers, those after a reference
+    ("compared to") left out; those a relation, "is" or the "to" of "from ... to" marks; and
+    those only the "=" of a time condition marks ("at t = 100 h"), which say when, not what."""
     matches = list(islice(_NUMBER.finditer(text, start, end), _MAX_IN_LINE))
     if len(matches) > 1:  # only a second number can be a restated one
         reference = _REFERENCE.search(text, matches[0].end(), end)
         if reference:
             matches = [m for m in matches if m.start() < reference.start()]
-    marked, previous = [], None
+    marked, timed, previous = [], [], None
     for m in matches:
         previous_end = previous.end() if previous else start
         if _TIME_CONDITION.search(text, max(previous_end, m.start() - 24), m.start()):
-            pass  # "R ≈ 0.9048 at t = 100 h": the "=" says when, not what
+            timed.append(m)
         elif _MARKED.search(text, max(previous_end, m.start() - 40), m.start()) or (
                 previous and _TO_AFTER.fullmatch(text, previous_end, m.start())
                 and _FROM_BEFORE.search(text, max(start, previous.start() - 8), previous.start())):
             marked.append(m)  # the "to" of "from 0.75 to 0.9375" marks the result
         previous = m
-    return matches, marked
+    return matches, marked, timed
 
 
 def _concludes(text: str, later: Number, answer: Number) -> bool:
@@ -599,13 +603,14 @@ def _last_line(text: str) -> str:
 def _last_number_of_last_line(text: str) -> Number | None:
     """The last number of the last line, unless that line was cut off mid-expression or
     mid-sentence (ends on an operator, or runs on for words after its last number). A step
-    label ("Step 2: Compute the") or a time condition ("R ≈ 0.9048 at t = 100 h") is not a
-    number of the answer."""
+    label ("Step 2: Compute the") is not a number of the answer, nor a time condition after a
+    marked value ("R ≈ 0.9048 at t = 100 h")."""
     line = _LIST_ITEM.sub("", normalize(_last_line(text)), count=1)
     for m in reversed(list(_NUMBER.finditer(line))):
         number = _number(m)
         if number.value is None or _LABEL_BEFORE.search(line, max(0, m.start() - 16), m.start()) \
-                or _TIME_CONDITION.search(line, max(0, m.start() - 24), m.start()):
+                or (_TIME_CONDITION.search(line, max(0, m.start() - 24), m.start())
+                    and _clause_numbers(line, 0, m.start())[1]):
             continue
         trailing = line[number.end:].rstrip()
         if _OPEN_END.search(line.rstrip(" *_")) or (len(_WORD.findall(trailing)) > 4

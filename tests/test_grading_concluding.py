@@ -1,10 +1,11 @@
 """A concluding sentence that names a condition or an intermediate value besides its result:
-the value the sentence concludes with is the answer. One test a shape, each found in the
-frontier models' answers to the study's holdout (the sentences here are made up):
-a condition before "is <exact form>, which is approximately <value>"; an intermediate value
-then ", so" (or a dash) and the result; a sentence carried over to the next line after "is" or
-"≈"; "from <old> to <new>"; and a time condition after the result ("at t = 100 h"). A later
-number that only rounds the answer, compares with it or bounds it does not conclude."""
+the value the sentence concludes with is the answer. One test a shape, the sentences made up: a
+condition before "is <exact form>, which is approximately <value>" (as reported from frontier
+answers); and, as found in the frontier models' answers to the study's holdout, an
+intermediate value then ", so" or a dash and the result, a sentence carried over to the next
+line after "is" or "≈", "from <old> to <new>", and a time condition after a marked result
+("at t = 100 h"). A later number that only rounds the answer, compares with it or bounds it
+does not conclude."""
 import pytest
 
 from relrl.grading import extract_answer, grade
@@ -86,17 +87,22 @@ def test_from_an_old_value_to_a_new_one_gives_the_new_one(sentence, value):
 @pytest.mark.parametrize("sentence, value", [
     ("R ≈ 0.8825 at t = 250 h.", 0.8825),
     ("The reliability is 0.8825 for t = 250 hours.", 0.8825),
-    ("The array needs 4 strings to reach 0.9936 at t = 10³ hours.", 4.0),
+    ("The MTTF = 4000 h, so the target is met at t = 250 h.", 4000.0),  # nor does it conclude
+    # nothing else marked: the time may be what was asked ("when does R reach 0.9?")
+    ("The reliability drops to 0.9 at t = 1054 hours.", 1054.0),
 ])
-def test_a_time_condition_after_the_result_is_not_the_answer(sentence, value):
+def test_a_time_condition_after_a_marked_result_is_not_the_answer(sentence, value):
     assert final(sentence) == value
 
 
-def test_a_time_condition_ending_the_last_line_is_passed_over():
-    answer = extract_answer(WORKING + "So R ≈ 0.8825 at t = 250 h.", allow_plain=True)
-    assert (answer.value, answer.source) == (0.8825, "last_number")
-    answer = extract_answer(WORKING + "Step 3: the reliability at t = 250 h", allow_plain=True)
-    assert answer.value is None and answer.reason == "no answer found"
+@pytest.mark.parametrize("last_line, value", [
+    ("So R ≈ 0.8825 at t = 250 h.", 0.8825),
+    ("The reliability drops to 0.9 at t = 1054 hours.", 1054.0),
+])
+def test_a_time_condition_after_a_marked_result_ending_the_last_line_is_passed_over(last_line,
+                                                                                      value):
+    answer = extract_answer(WORKING + last_line, allow_plain=True)
+    assert (answer.value, answer.source) == (value, "last_number")
 
 
 def test_the_concluding_value_is_what_is_graded():
