@@ -21,10 +21,10 @@ import hashlib
 from tqdm import tqdm
 
 from relrl import api_client as api
-from relrl.cli import ArgumentParser, UsageError, positive_int, run_main
+from relrl.cli import ArgumentParser, UsageError, add_tolerance_rule_arg, positive_int, run_main
 from relrl.data import ProgressFile, atomic_write_jsonl, load_dataset
 from relrl.evaluation import check_rows
-from relrl.grading import grade
+from relrl.grading import grade, target_kind_of
 from relrl.prompting import chat_messages
 
 
@@ -36,6 +36,7 @@ def parse_args(argv=None):
     parser.add_argument("--rejected", required=True, help="JSONL of the others, with reasons")
     parser.add_argument("--tolerance", type=float, default=0.05,
                         help="relative tolerance for agreement (default 0.05)")
+    add_tolerance_rule_arg(parser)
     parser.add_argument("--allow-plain", action=argparse.BooleanOptionalAction, default=True,
                         help="read a final plain number when there is no \\boxed{} (default on)")
     parser.add_argument("--temperature", type=float, default=None,
@@ -55,8 +56,9 @@ def question_hash(row: dict) -> str:
 
 def verdict(row: dict, answer: dict, args) -> tuple[bool, str, dict]:
     """(kept, reason, fields to add) from the verifier's stored answer."""
-    g = grade(answer["text"], row["answer"], tolerance=args.tolerance,
-              allow_plain=args.allow_plain, truncated=answer["finish_reason"] == "length")
+    g = grade(answer["text"], row["answer"], tolerance=args.tolerance, rule=args.tolerance_rule,
+              target_kind=target_kind_of(row), allow_plain=args.allow_plain,
+              truncated=answer["finish_reason"] == "length")
     fields = {"verified_by": args.model, "verifier_answer": g.extracted,
               "verifier_value": g.value}
     if g.correct:

@@ -29,10 +29,10 @@ import operator
 import re
 
 from relrl import api_client as api
-from relrl.cli import ArgumentParser, UsageError, run_main
+from relrl.cli import ArgumentParser, UsageError, add_tolerance_rule_arg, run_main
 from relrl.data import ProgressFile, atomic_write_json, atomic_write_jsonl, load_dataset
 from relrl.evaluation import check_rows
-from relrl.grading import grade, normalize
+from relrl.grading import grade, normalize, target_kind_of
 
 JUDGE_PROMPT = """Below is a reliability-engineering problem, a worked solution and the stated \
 final answer. Check the solution step by step. Does it correctly arrive at the stated answer?
@@ -69,6 +69,7 @@ def parse_args(argv=None):
                                                       "(JSONL)")
     parser.add_argument("--tolerance", type=float, default=0.01,
                         help="relative tolerance, final value vs answer (default 0.01)")
+    add_tolerance_rule_arg(parser)
     parser.add_argument("--step-tolerance", type=float, default=0.01,
                         help="relative tolerance for one arithmetic step (default 0.01)")
     parser.add_argument("--judge-model", default=None,
@@ -248,7 +249,8 @@ def check_item(row: dict, args) -> dict:
     if not reasoning.strip():
         report["status"] = "no reasoning"
         return report
-    g = grade(reasoning, row["answer"], tolerance=args.tolerance, allow_plain=True)
+    g = grade(reasoning, row["answer"], tolerance=args.tolerance, rule=args.tolerance_rule,
+              target_kind=target_kind_of(row), allow_plain=True)
     steps = arithmetic_steps(reasoning, args.step_tolerance)
     report.update(final_value=g.value, final_source=g.source, steps_checked=len(steps),
                   wrong_steps=[s for s in steps if not s["ok"]])
@@ -329,7 +331,8 @@ def main(argv=None):
         "kind": "reasoning_check", "input": args.input, "n": len(rows), **counts,
         "steps_checked": sum(r.get("steps_checked", 0) for r in items),
         "wrong_steps": sum(len(r.get("wrong_steps", [])) for r in items),
-        "tolerance": args.tolerance, "step_tolerance": args.step_tolerance,
+        "tolerance": args.tolerance, "tolerance_rule": args.tolerance_rule,
+        "step_tolerance": args.step_tolerance,
         "judge_model": args.judge_model, "judge_missing": len(unjudged), "items": items})
     if args.flagged:
         atomic_write_jsonl(args.flagged, [{**row, "problems": reports[str(row["id"])]["problems"]}

@@ -2,7 +2,9 @@
 
 A dataset row has `question` and `answer` (a string), usually `answer_type` and `source`,
 optionally `reasoning`, and our own optional fields `id`, `group`, `family`, `topic`,
-`difficulty`, `base_score`. A file is JSONL (one object a line) or one JSON array.
+`difficulty`, `base_score`, and `target_kind` ("probability" or "value": how the complement
+tolerance rule reads the answer, relrl.grading). A file is JSONL (one object a line) or one
+JSON array.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from relrl.cli import UsageError
-from relrl.grading import parse_target_values
+from relrl.grading import TARGET_KINDS, parse_target_values
 
 
 class DatasetError(UsageError):
@@ -108,6 +110,9 @@ def row_problem(row: object) -> str | None:
     values, reason = parse_target_values(str(answer))  # "31, 521" is graded part by part
     if values is None:
         return f"non-numeric answer {str(answer)[:60]!r} ({reason})"
+    kind = row.get("target_kind")
+    if kind is not None and kind not in TARGET_KINDS:
+        return f"'target_kind' must be one of {', '.join(TARGET_KINDS)}, got {str(kind)[:40]!r}"
     return None
 
 

@@ -498,6 +498,22 @@ def test_verify_generated_stops_on_unknown_model_losing_nothing(run, tmp_path):
     assert run.server.count == 1 and not (tmp_path / "k.jsonl").exists()
 
 
+def test_verify_generated_follows_the_tolerance_rule(run, tmp_path):
+    # 0.9955 for 0.9900: 0.6% off, but 55% off the failure probability 0.01
+    items = write_jsonl(tmp_path / "gen.jsonl", [
+        {"id": "p", "question": "Q one: determine the reliability of the pair.", "answer": "0.9900"},
+        {"id": "v", "question": "Q two: determine the reliability of the pair.", "answer": "0.9900",
+         "target_kind": "value"}])
+    run.server.responder = lambda body: "\\boxed{0.9955}"
+    kept, rejected = tmp_path / "kept.jsonl", tmp_path / "rejected.jsonl"
+    proc = run(VERIFY, "--input", items, "--model", "judge/m", "--kept", kept, "--rejected",
+               rejected, "--tolerance-rule", "complement", *FAST)
+    assert proc.returncode == 0, proc.stderr
+    assert [k["id"] for k in read_jsonl(kept)] == ["v"]
+    [reason] = [r["rejected_reason"] for r in read_jsonl(rejected)]
+    assert reason.endswith("(off by 55% of min(t, 1 - t))")
+
+
 # -- verify_reasoning.py ----------------------------------------------------------------------
 REASONING = "generators/verify_reasoning.py"
 
@@ -554,3 +570,16 @@ def test_verify_reasoning_llm_judge_is_resumable(run, tmp_path):
     assert items["ok"]["judge"]["verdict"] == "CONSISTENT" and "judge" not in items["none"]
     assert run.server.count == 4  # items with reasoning only
     assert run(REASONING, *args).returncode == 0 and run.server.count == 4
+
+
+def test_verify_reasoning_follows_the_tolerance_rule(run, tmp_path):
+    items = write_jsonl(tmp_path / "worked.jsonl", [
+        {"id": "near_one", "question": "Determine the reliability of the valve.",
+         "answer": "0.9990", "reasoning": "R = 0.995 \\boxed{0.995}"}])
+    for rule, status in (("study", "ok"), ("complement", "flagged")):
+        out = tmp_path / f"{rule}.json"
+        proc = run(REASONING, "--input", items, "--output", out, "--tolerance-rule", rule,
+                   key=False)
+        assert proc.returncode == 0, proc.stderr
+        report = json.loads(out.read_text())
+        assert report["tolerance_rule"] == rule and report["items"][0]["status"] == status

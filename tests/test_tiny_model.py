@@ -76,6 +76,7 @@ def test_build_recipe_caches_reports_and_rebuilds_identically(tmp_path, monkeypa
     assert len(saved["by_family"]) >= 30 and saved["recipe"]["version"] == "test"
     assert all(0.0 <= acc <= 1.0 for acc in saved["by_family"].values())
     assert "overall" in lines[-2] and "accuracy" in lines[-2]  # the table is printed at the end
+    assert saved["recipe"]["tolerance_rule"] == "study" and "(study tolerance rule)" in lines[-2]
     monkeypatch.setenv("RELRL_CACHE", str(tmp_path))
     assert tiny_dir(MICRO) == tmp_path / "tiny-test"
     model_a, tok_a = load_or_build_tiny(MICRO, tmp_path / "a")
