@@ -182,6 +182,13 @@ GUESS_NAMES = {"constant": "one constant answer", "family_mode": "the family's u
                "copy": "a number copied from the question"}
 
 
+def guess_label(block: dict) -> str:
+    """The best guess in words, with its answer when it is one constant."""
+    best = block["best"]["guess"]
+    answer = block["constant"]["answer"] if best == "constant" else None
+    return GUESS_NAMES[best] + (f" {answer:g}" if answer is not None else "")
+
+
 def guess_markdown(block: dict) -> list[str]:
     """The guesses' table: what each answers, how often it is right, with a Wilson interval."""
     train = block.get("train", {})
@@ -323,8 +330,8 @@ def main(argv=None):
                                              **({"guess_baselines": guesses} if guesses else {})})
     if args.plots_dir:
         plots = Path(args.plots_dir)
-        best = None if guesses is None else {"label": "best guess: " + GUESS_NAMES[
-            guesses["best"]["guess"]], "accuracy": guesses["best"]["accuracy"]}
+        best = None if guesses is None else {"label": "best guess: " + guess_label(guesses),
+                                             "accuracy": guesses["best"]["accuracy"]}
         plot_set(rows, plots / "accuracy.png", best_guess=best, title=args.title)
         if runs:
             plot_training({name: log for name, (log, _) in runs.items()}, plots / "training.png")

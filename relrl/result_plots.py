@@ -32,7 +32,7 @@ def plot_set(rows: list[dict], path: str | Path, *, best_guess: dict | None = No
     them) with its 95% interval, and a horizontal line at the best guess's accuracy
     (best_guess: {"label", "accuracy"})."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(max(5.0, 1.1 * len(rows) + 2), 4))
+    fig, ax = plt.subplots(figsize=(1.1 * len(rows) + 5, 4))  # room for the legend on the right
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, r in enumerate(rows):
         err = [[100 * (r["accuracy"] - r["ci_low"])], [100 * (r["ci_high"] - r["accuracy"])]]
