@@ -8,7 +8,7 @@ from transformers import AutoTokenizer
 
 from relrl.models import load_model
 from relrl.prompting import SYSTEM_PROMPT, build_prompt, build_training_text
-from relrl.tiny_build import RECIPE, build_tiny, load_or_build_tiny, tiny_dir
+from relrl.tiny_build import RECIPE, build_tiny, checked_report, load_or_build_tiny, tiny_dir
 from relrl.tiny_tokenizer import fixed_tokenizer
 
 
@@ -76,7 +76,14 @@ def test_build_recipe_caches_reports_and_rebuilds_identically(tmp_path, monkeypa
     assert len(saved["by_family"]) >= 30 and saved["recipe"]["version"] == "test"
     assert all(0.0 <= acc <= 1.0 for acc in saved["by_family"].values())
     assert "overall" in lines[-2] and "accuracy" in lines[-2]  # the table is printed at the end
-    assert saved["recipe"]["tolerance_rule"] == "study" and "(study tolerance rule)" in lines[-2]
+    assert saved["tolerance_rule"] == "study" and "(study tolerance rule)" in lines[-2]
+    # the same check under the complement rule, made from the cached model on request
+    complement = checked_report(tmp_path / "a", "complement", MICRO)
+    assert complement == json.loads((tmp_path / "a" / "accuracy-complement.json").read_text())
+    assert complement["tolerance_rule"] == "complement"
+    assert (complement["questions"], complement["by_family"].keys()) == \
+        (saved["questions"], saved["by_family"].keys())
+    assert checked_report(tmp_path / "a", "study", MICRO) == saved
     monkeypatch.setenv("RELRL_CACHE", str(tmp_path))
     assert tiny_dir(MICRO) == tmp_path / "tiny-test"
     model_a, tok_a = load_or_build_tiny(MICRO, tmp_path / "a")

@@ -46,20 +46,23 @@ REPORT = {"samples_per_question": 4, "questions": 2, "overall": 0.5, "truncated"
           "by_family": {"series": 1.0, "weibull": 0.0}, "recipe": {"version": "v2"}}
 
 
-def test_tiny_build_check_names_its_rule(tmp_path):
+def test_tiny_build_prints_the_check_of_the_rule_asked(tmp_path):
     from relrl.tiny_build import RECIPE
 
     folder = tmp_path / f"tiny-{RECIPE.version}"
     folder.mkdir()
     (folder / "accuracy.json").write_text(json.dumps(REPORT))  # a report from before the rule
+    (folder / "accuracy-complement.json").write_text(json.dumps(
+        {**REPORT, "overall": 0.25, "tolerance_rule": "complement"}))
 
     def tiny_build(*args):
-        return subprocess.run([sys.executable, "-m", "relrl.tiny_build", *args], cwd=ROOT,
-                              capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "RELRL_CACHE": str(tmp_path)})
+        run = subprocess.run([sys.executable, "-m", "relrl.tiny_build", *args], cwd=ROOT,
+                             capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "RELRL_CACHE": str(tmp_path)})
+        assert run.returncode == 0, run.stderr
+        return run.stdout
 
-    study = tiny_build()
-    assert study.returncode == 0, study.stderr
-    assert "4 samples at T=1.0 (study tolerance rule)" in study.stdout
-    other = tiny_build("--tolerance-rule", "complement")
-    assert other.returncode == 2 and "checked under the study rule; add --force" in other.stderr
+    assert "overall 0.500 on 2 questions x 4 samples at T=1.0 (study tolerance rule)" \
+        in tiny_build()
+    assert "overall 0.250 on 2 questions x 4 samples at T=1.0 (complement tolerance rule)" \
+        in tiny_build("--tolerance-rule", "complement")
