@@ -31,7 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT))
 
-from relrl.cli import ArgumentParser, UsageError, positive_int, run_main  # noqa: E402
+from relrl.cli import (ArgumentParser, UsageError, add_tolerance_rule_arg, positive_int,  # noqa: E402
+                       run_main)
 from relrl.data import atomic_write_json, atomic_write_jsonl, load_dataset, read_json  # noqa: E402
 from relrl.evaluation import compare_models, with_records  # noqa: E402
 from relrl.guess_baselines import rescore, with_baselines  # noqa: E402
@@ -98,10 +99,14 @@ def _shown(arg) -> str:
 
 class Demo:
     def __init__(self, fast: bool, seed: int, work: Path, out: Path, lanes: int,
-                 config: str | None = None, engine: str = "hf"):
+                 config: str | None = None, engine: str = "hf", tolerance_rule: str = "study"):
         self.config = config or ("fast" if fast else "full")
         self.cfg = CONFIGS[self.config]
         self.engine = ["--rollout-engine", engine]  # every sampling stage
+        # every grading stage; the study's rule is the scripts' default, so its commands (and
+        # the results they made) stay as they were
+        self.tolerance_rule = tolerance_rule
+        self.rule = [] if tolerance_rule == "study" else ["--tolerance-rule", tolerance_rule]
         self.fast, self.seed, self.work, self.out = fast, seed, work, out
         self.timings: list[tuple[str, float]] = []  # this invocation's, for the console
         self.children: list[subprocess.Popen] = []  # the scripts running now
@@ -226,13 +231,13 @@ class Demo:
                  done=d / "ood.jsonl")
 
     def tiny(self) -> None:
-        self.run("tiny", ["-m", "relrl.tiny_build"])
+        self.run("tiny", ["-m", "relrl.tiny_build", *self.rule])
 
     def screen(self) -> None:
         c, d = self.cfg, self.work / "data"
         common = ["--model", "tiny", "--samples", c["screen_samples"], "--seed", self.seed,
                   "--max-new-tokens", c["max_new_tokens"], "--micro-batch", MICRO_BATCH,
-                  *self.engine]
+                  *self.engine, *self.rule]
         # The training pool splits into mixed (GRPO) and non-mixed (SFT), as in the study;
         # the holdout is screened too, so its mixed part is a held-out "mixed-style" test set.
         # Each set in --jobs shards, merged after, so the lanes finish together; merged shards
@@ -278,7 +283,8 @@ class Demo:
         sft = ("sft", ["training/sft_qwen3_kfold.py", "--resume", "--model", "tiny", "--dataset",
                        self.work / "screen" / "non_mixed.jsonl", "--output-dir",
                        self.work / "sft", "--folds", 1, "--train-all", "--epochs",
-                       c["sft_epochs"], "--learning-rate", c["sft_lr"], "--seed", self.seed],
+                       c["sft_epochs"], "--learning-rate", c["sft_lr"], "--seed", self.seed,
+                       *self.rule],
                self.sft_adapter)
         common = ["--model", "tiny", "--dataset", self.work / "screen" / "mixed.jsonl",
                   "--val-dataset", self.work / "data" / "val.jsonl", "--seed", self.seed,
@@ -287,7 +293,7 @@ class Demo:
                   "--grad-accum", c["grpo_grad_accum"], *self.replication_train_args(),
                   # DAPO-style batches: 16 questions x G=4 per generation call fill the CPU.
                   "--sampling-mode", "batch", "--gen-batch", 16, "--gen-micro-batch", MICRO_BATCH,
-                  *self.engine]
+                  *self.engine, *self.rule]
         # The SFT adapter scales its update by alpha/r = 32/16 = 2, exp10's fresh one by
         # 32/32 = 1: the warm start gets half the learning rate for the same step size.
         warm = ["--sft-adapter", self.sft_adapter, "--learning-rate", c["grpo_warm_lr"]]
@@ -340,7 +346,8 @@ class Demo:
             out.mkdir(parents=True, exist_ok=True)
             common = ["--model", "tiny", "--dataset", dataset, *self.eval_args(name),
                       "--max-new-tokens", c["max_new_tokens"], "--micro-batch", MICRO_BATCH,
-                      "--baseline-train", self.work / "data" / "train.jsonl", *self.engine]
+                      "--baseline-train", self.work / "data" / "train.jsonl", *self.engine,
+                      *self.rule]
             jobs = []
             for label, adapter in self.models().items():
                 target = out / f"{slug(label)}.json"
@@ -422,7 +429,8 @@ class Demo:
                             out_name=os.path.relpath(self.out, ROOT),
                             timings=stage_times.read(self.out / stage_times.FILE_NAME))
         (self.out / "report.md").write_text(text)
-        if self.config == "full":  # RESULTS.md quotes `make demo` only
+        # RESULTS.md quotes `make demo` only
+        if self.config == "full" and self.tolerance_rule == "study":
             splice_results_md(ROOT / "RESULTS.md", text, RESULTS_START, RESULTS_END)
 
 
@@ -437,9 +445,11 @@ def parse_args(argv=None):
                         "seeds, each run as the miniature's stages into <results>/seed-N/, then "
                         "a pooled report (default folders runs/ and results/demo-replication)")
     parser.add_argument("--work-dir", default=None,
-                        help="datasets, adapters and checkpoints (default runs/demo[-fast])")
+                        help="datasets, adapters and checkpoints (default "
+                        "runs/demo[-fast][-complement])")
     parser.add_argument("--results-dir", default=None,
-                        help="result JSONs, tables, plots (default results/demo[-fast])")
+                        help="result JSONs, tables, plots (default "
+                        "results/demo[-fast][-complement])")
     parser.add_argument("--jobs", type=positive_int("--jobs"), default=min(2, os.cpu_count() or 1),
                         help="stages run side by side where independent (default: 2, or 1 on "
                         "a one-core machine)")
@@ -447,9 +457,17 @@ def parse_args(argv=None):
                         help="how screening, GRPO and evaluation sample: hf or vllm (default "
                         "vllm on a CUDA machine where vLLM is installed, else hf; the recorded "
                         "miniature used hf)")
+    add_tolerance_rule_arg(parser)
     parser.add_argument("--stop-after", choices=STAGES, default=None,
                         help="stop after this stage (a rerun without it carries on from there)")
     return parser.parse_args(argv)
+
+
+def folder_suffix(args) -> str:
+    """Default folders' suffix: a fast run, or a run under another tolerance rule (whose
+    screening and results differ), never lands in the study-rule full run's folders."""
+    rule = "" if args.tolerance_rule == "study" else f"-{args.tolerance_rule}"
+    return ("-fast" if args.fast else "") + rule
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -483,7 +501,7 @@ def run_stages(demo: Demo, stop_after: str | None) -> bool:
 def replicate(args, seeds: list[int]) -> int:
     """Each seed's stages into <results>/seed-N (work files in <work>/seed-N), then the pooled
     report from those folders' JSON files."""
-    suffix = "-fast" if args.fast else ""
+    suffix = folder_suffix(args)
     work = Path(args.work_dir or ROOT / "runs" / f"demo-replication{suffix}").resolve()
     out = Path(args.results_dir or ROOT / "results" / f"demo-replication{suffix}").resolve()
     config = "replication-fast" if args.fast else "replication"
@@ -494,14 +512,16 @@ def replicate(args, seeds: list[int]) -> int:
             folder.mkdir(parents=True, exist_ok=True)
         print(f"\n[demo] seed {seed} ({config}): {_shown(o)}", flush=True)
         finished = run_stages(Demo(args.fast, seed, w, o, args.jobs, config,
-                                   engine=args.rollout_engine), args.stop_after)
+                                   engine=args.rollout_engine,
+                                   tolerance_rule=args.tolerance_rule), args.stop_after)
     if finished:
         pooled = replication_report.pooled_results(out, seeds)
         atomic_write_json(out / "pooled.json", pooled)
         report = replication_report.build_report(pooled)
         (out / "report.md").write_text(report)
         print(f"[demo] pooled report: {out / 'report.md'}")
-        if seeds == CONFIRMATORY_SEEDS and not args.fast and args.results_dir is None:
+        if seeds == CONFIRMATORY_SEEDS and not args.fast and args.results_dir is None \
+                and args.tolerance_rule == "study":
             splice_results_md(ROOT / "RESULTS.md", report, REPLICATION_START, REPLICATION_END)
     print(f"[demo] finished in {time.time() - started:.0f} s")
     return 0
@@ -514,12 +534,13 @@ def main(argv=None) -> int:
             raise UsageError("--seed and --seeds: give one of them")
         return replicate(args, parse_seeds(args.seeds))
     args.seed = 0 if args.seed is None else args.seed
-    suffix = "-fast" if args.fast else ""
+    suffix = folder_suffix(args)
     work = Path(args.work_dir or ROOT / "runs" / f"demo{suffix}").resolve()
     out = Path(args.results_dir or ROOT / "results" / f"demo{suffix}").resolve()
     for folder in (work / "data", work / "logs", out):
         folder.mkdir(parents=True, exist_ok=True)
-    demo = Demo(args.fast, args.seed, work, out, args.jobs, engine=args.rollout_engine)
+    demo = Demo(args.fast, args.seed, work, out, args.jobs, engine=args.rollout_engine,
+                tolerance_rule=args.tolerance_rule)
     started = time.time()
     run_stages(demo, args.stop_after)
     print(f"\n[demo] finished in {time.time() - started:.0f} s")
