@@ -29,6 +29,7 @@ from relrl.guess_baselines import describe, score_baselines, with_baselines
 from relrl.modeling import check_adapter_dir, check_model_source
 from relrl.models import make_engine, open_engine
 from relrl.prompting import build_prompt
+from relrl.strata import strata
 from relrl.stats import discordant, mcnemar, paired_bootstrap_ci, paired_permutation_test, pass_at_k
 
 # generate(rows, seeds, n) -> one list of n completions (objects with .text, .truncated) per row
@@ -206,6 +207,7 @@ def model_result(records: Sequence[dict], *, label: str, model_path: str, adapte
     by_score = difficulty_breakdown(records)
     if by_score is not None:
         result["by_base_score"] = by_score
+    result["strata"] = strata(records)
     result["results"] = list(records)
     return result
 

@@ -80,3 +80,14 @@ def test_summary_counts_families_with_a_correlation():
     assert out["median_rank_correlation"] == pytest.approx(1.0)
     assert out["high_range"] == [0.85, 1.0]
     assert out["by_target_range"]["rest"]["questions"] == 8
+
+
+def test_the_evaluation_summary_records_the_strata():
+    from relrl.evaluation import EvalSettings, model_result
+
+    rows = [{"id": str(t), "target": str(t), "family": "a", "value": t, "correct": True,
+             "truncated": False, "pass_count": 1, "samples": 1} for t in (0.9, 0.2, 0.3, 0.4, 0.5)]
+    result = model_result(rows, label="m", model_path="fake", adapter=None, dataset="d.jsonl",
+                          fingerprint="x", settings=EvalSettings())
+    assert result["strata"]["by_target_range"]["high"]["questions"] == 1
+    assert result["strata"]["by_family"]["a"]["rank_correlation"] == pytest.approx(1.0)
