@@ -238,8 +238,9 @@ class Augmenter:
             return {}, "same as an accepted paraphrase"
         fields = {"id": f"{seed['id']}-p{attempt}", "question": question,
                   "answer": seed["answer"], "paraphrase_of": seed["id"]}
-        if seed.get("reasoning"):
-            fields["reasoning"] = seed["reasoning"]
+        for key in ("reasoning", "target_kind"):  # same question, same answer
+            if seed.get(key):
+                fields[key] = seed[key]
         return fields, ""
 
     def _new_problem(self, seed: dict, question: str, parts: dict,

@@ -12,7 +12,7 @@ from generators.families.registry import FAMILIES, TOPICS, select
 from relrl.grading import grade, parse_target
 
 FIELDS = ["question", "answer", "answer_type", "source", "reasoning", "id", "group", "family",
-          "topic", "difficulty"]
+          "topic", "difficulty", "target_kind"]
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +35,7 @@ def test_family_problems_are_well_formed(name):
     for seed in range(3):
         problem = family.generate(np.random.default_rng([seed, 99]))
         assert math.isfinite(problem.value)
-        assert problem.answer == sig(problem.value)
+        assert problem.answer == family.answer_text(problem.value)
         assert len(set(problem.questions)) == len(problem.questions) >= 3
         assert problem.reasoning.count("\\boxed{") == 1
         assert f"\\boxed{{{problem.answer}}}" in problem.reasoning.splitlines()[-1]

@@ -9,7 +9,8 @@ from generators.families.dataset import generate_rows
 from generators.families.registry import FAMILIES
 from generators.verify_reasoning import _NUM, arithmetic_steps, check_item
 
-ARGS = Namespace(tolerance=0.01, step_tolerance=0.01)  # verify_reasoning.py's defaults
+ARGS = Namespace(tolerance=0.01, step_tolerance=0.01,  # verify_reasoning.py's defaults
+                 tolerance_rule="study")
 
 
 @pytest.fixture(scope="module")
@@ -17,8 +18,10 @@ def rows():
     return generate_rows(list(FAMILIES.values()), 400, seed=0)
 
 
-def test_generated_worked_solutions_pass_every_step_check(rows):
-    reports = [check_item(row, ARGS) for row in rows]
+@pytest.mark.parametrize("rule", ["study", "complement"])
+def test_generated_worked_solutions_pass_every_step_check(rows, rule):
+    reports = [check_item(row, Namespace(**{**vars(ARGS), "tolerance_rule": rule}))
+               for row in rows]
     flagged = [(r["id"], r["problems"]) for r in reports if r["status"] != "ok"]
     assert not flagged, flagged[:3]
     assert sum(r["steps_checked"] for r in reports) >= len(rows)  # steps were really read

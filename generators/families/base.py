@@ -33,7 +33,7 @@ class Problem:
     difficulty: int
     params: dict
     value: float          # the exact answer
-    answer: str           # `value` to 4 significant figures
+    answer: str           # `value` as Family.answer_text writes it
     questions: tuple[str, ...]
     reasoning: str        # worked steps ending with exactly one \boxed{answer}
 
@@ -60,6 +60,18 @@ class Family:
     unit: str = ""                       # printed after the boxed answer
     bounds: tuple[float, float] = (0.0, math.inf)  # answers outside are redrawn
 
+    @property
+    def target_kind(self) -> str:
+        """"probability" for a family whose answers lie inside (0, 1) (reliabilities,
+        availabilities, probabilities, importance measures that are probabilities, fractions):
+        the complement tolerance rule judges them on min(t, 1 - t); else "value"."""
+        return "probability" if self.bounds[1] <= 1 else "value"
+
+    def answer_text(self, value: float) -> str:
+        """The stored answer: 4 significant figures, on the smaller of p and 1 - p for a
+        probability (sig_probability)."""
+        return sig_probability(value) if self.target_kind == "probability" else sig(value)
+
     def generate(self, rng: np.random.Generator) -> Problem:
         for _ in range(MAX_TRIES):
             params = self.draw(rng)
@@ -69,7 +81,7 @@ class Family:
                 break
         else:
             raise RuntimeError(f"family {self.name}: no acceptable draw in {MAX_TRIES} tries")
-        answer = sig(value)
+        answer = self.answer_text(value)
         unit = f" {self.unit}" if self.unit else ""
         reasoning = "\n".join([*steps, f"Answer: \\boxed{{{answer}}}{unit}"])
         questions = tuple(phrase(params) for phrase in self.phrasings)
@@ -102,6 +114,20 @@ def sig(x: float, n: int = 4) -> str:
         return np.format_float_positional(r, trim="-")
     mant, exp = _mantissa_exponent(r, n)
     return f"{mant}e{exp}"
+
+
+def sig_probability(p: float, n: int = 4) -> str:
+    """A probability answer whose smaller side, p or 1 - p, keeps n significant figures,
+    trailing zeros included, so that a reliability near 1 states its failure probability to n
+    figures: 0.9991234 -> "0.9991234" (1 - p = 0.0008766), 0.95 -> "0.95000" (0.05000), 0.2 ->
+    "0.2000", 1.06e-5 -> "1.060e-5"."""
+    small = min(p, 1 - p)
+    mantissa, exponent = f"{small:.{n - 1}e}".split("e")
+    if p < 1e-4:
+        return f"{mantissa}e{int(exponent)}"
+    decimals = n - 1 - int(exponent)
+    rounded = float(f"{mantissa}e{exponent}")
+    return f"{rounded if p <= 0.5 else 1 - rounded:.{decimals}f}"
 
 
 def tex(x: float, n: int = 5) -> str:

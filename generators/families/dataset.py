@@ -1,7 +1,7 @@
 """Turn families into dataset rows, split rows by group, count them.
 
 Rows follow the study's schema (question, answer, answer_type, source, reasoning) plus id,
-group, family, topic, difficulty. A group is one parameter draw: its base phrasing and its
+group, family, topic, difficulty, target_kind. A group is one parameter draw: its base phrasing and its
 paraphrases, which share the answer. Randomness is seeded per group, so the same seed and
 filters always give the same bytes.
 """
@@ -41,6 +41,7 @@ def problem_rows(family: Family, rng: np.random.Generator, group: str, paraphras
         "family": family.name,
         "topic": family.topic,
         "difficulty": family.difficulty,
+        "target_kind": family.target_kind,
     } for j, index in enumerate(order)]
 
 
