@@ -25,6 +25,7 @@ from relrl.data import (DatasetError, atomic_write_json, atomic_write_text, load
 from relrl.evaluation import difficulty_breakdown
 from relrl.guess_baselines import GUESSES, margin, score_baselines
 from relrl.result_plots import plot_run, plot_set
+from relrl.strata import MIN_ANSWERED, strata
 from relrl.stats import bootstrap_ci, discordant, holm, mcnemar, paired_permutation_test, wilson_interval
 
 def parse_args(argv=None):
@@ -234,7 +235,8 @@ def _p(p: float | None) -> str:
 
 
 def markdown(rows: list[dict], base_label: str, levels: list[str], per_model: dict,
-             title: str | None, guesses: dict | None = None) -> str:
+             title: str | None, guesses: dict | None = None,
+             strata_by_model: dict | None = None) -> str:
     out = [f"## {title}", ""] if title else []
     margin_head = (" Margin vs best guess |", "---|") if guesses else ("", "")
     out += [f"Base: {base_label}; {rows[0]['n']} questions.", "",
@@ -265,7 +267,34 @@ def markdown(rows: list[dict], base_label: str, levels: list[str], per_model: di
                 cells.append("-" if cell is None else
                              f"{_pct(cell['accuracy'])} ({cell['correct']}/{cell['total']})")
             out.append(f"| {level} | " + " | ".join(cells) + " |")
+    if strata_by_model:
+        out += strata_table(rows, strata_by_model)
     return "\n".join(out) + "\n"
+
+
+def strata_table(rows: list[dict], by_model: dict[str, dict]) -> list[str]:
+    """Accuracy by target range, and the median per-family rank correlation of answers with
+    targets (relrl.strata): whether a model's accuracy comes from reading the question."""
+    low, high = by_model[rows[0]["model"]]["high_range"]
+    out = ["", "### Accuracy by target range, and whether answers follow the targets", "",
+           f"| Model | Target in [{low:g}, {high:g}) | Other targets | Other targets: answers in "
+           f"[{low:g}, {high:g}) | Median family rank correlation (families) |",
+           "|---|---|---|---|---|"]
+    for r in rows:
+        s = by_model[r["model"]]
+        cells = []
+        for part in (s["by_target_range"]["high"], s["by_target_range"]["rest"]):
+            cells.append("-" if part["accuracy"] is None else
+                         f"{_pct(part['accuracy'])} ({part['correct']}/{part['total']})")
+        share, rho = s["by_target_range"]["rest"]["answers_in_range"], s["median_rank_correlation"]
+        cells.append("-" if share is None else f"{share:.2f}")
+        cells.append(("-" if rho is None else f"{rho:+.3f}")
+                     + f" ({s['families_with_rank_correlation']})")
+        out.append(f"| {r['model']} | " + " | ".join(cells) + " |")
+    out += ["", f"Rank correlation: Spearman's rho, per family with at least {MIN_ANSWERED} "
+            "answered questions, between each question's answer (the median of its samples) and "
+            "its target; near 0, the answers do not follow the question's numbers."]
+    return out
 
 
 # ---------------------------------------------------------------------------- plots
@@ -320,13 +349,14 @@ def main(argv=None):
         for row in rows:
             row["margin"] = margin(row["accuracy"], guesses)
     levels, per_model = difficulty_rows(models)
-    text = markdown(rows, base_label, levels, per_model, args.title, guesses)
+    by_model = {m["model"]: strata(m["results"]) for m in models}
+    text = markdown(rows, base_label, levels, per_model, args.title, guesses, by_model)
 
     if args.output_md:
         atomic_write_text(args.output_md, text)
     if args.output_json:
         atomic_write_json(args.output_json, {"base": base_label, "rows": rows,
-                                             "by_base_score": per_model,
+                                             "by_base_score": per_model, "strata": by_model,
                                              **({"guess_baselines": guesses} if guesses else {})})
     if args.plots_dir:
         plots = Path(args.plots_dir)
