@@ -10,7 +10,7 @@ import pytest
 from generators.families.base import sig, sig_probability
 from generators.families.dataset import generate_rows
 from generators.families.registry import FAMILIES
-from relrl.grading import grade, half_last_digit, parse_target_number
+from relrl.grading import grade, half_last_digit, infer_target_kind, parse_target_number
 
 VALUE = {  # everything else is a probability
     "hazard_from_counts", "exp_mttf_from_reliability", "weibull_hazard", "weibull_bx_life",
@@ -70,11 +70,13 @@ def test_value_answers_keep_four_figures(name):
     assert problem.answer == sig(problem.value)
 
 
-def test_rows_carry_their_familys_kind():
+def test_rows_carry_their_familys_kind_and_the_inference_reads_them_alike():
     rows = generate_rows(list(FAMILIES.values()), 200, seed=3)
     assert {row["family"] for row in rows} == set(FAMILIES)
     for row in rows:
         assert row["target_kind"] == FAMILIES[row["family"]].target_kind
+        # the rule for rows without the field (relrl.grading.infer_target_kind) agrees
+        assert infer_target_kind(row["question"], row["answer"]) == row["target_kind"], row
 
 
 @pytest.mark.parametrize("p, text", [

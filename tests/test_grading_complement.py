@@ -135,6 +135,12 @@ def test_bad_rule_or_kind():
     ("If a reliability of 90% is desired, determine the reliability that each component must "
      "have.", "0.999947", P),
     ("What is the reliability of this system ? Component reliabilities are A = 0.80", "0.96", P),
+    ("Assuming a lognormal life, what is R(9,100 h)?", "0.8123", P),  # a thousands comma
+    ("Basic event probabilities: P(A) = 0.01. Compute P(TOP).", "0.0123", P),
+    ("What is the long-run probability that at least one unit is up?", "0.9986", P),
+    ("How long until the reliability falls to 0.9, in years?", "0.8", "value"),
+    ("Find the Birnbaum importance of component 3.", "0.0963", P),
+    ("Given P(A) = 0.2, determine the failure rate.", "0.0031", "value"),
 ])
 def test_infer_target_kind(question, answer, kind):
     assert infer_target_kind(question, answer) == kind
