@@ -10,6 +10,7 @@ seed kept as a stratum for the bootstrap.
   group_differences    D_g per group (and its stratum) from two paired lists of records
   sign_flip_test       exact two-sided paired sign-flip permutation test on sum(D_g)
   cluster_bootstrap_ci percentile interval for mean(D_g), resampling groups within strata
+  at_k_interval        pass@k or mean@k over questions, with that interval over groups
   VarianceModel        Var(D_g) from variance components, for K samples and m questions/group
   estimate_variance_model[_k]   its components from one-sample (split assumed) or K-sample data
   power, groups_needed, min_detectable   normal-approximation power of the paired test
@@ -24,7 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
-from relrl.stats import exact_sign_flip_p
+from relrl.stats import exact_sign_flip_p, mean_at_k, pass_at_k
 
 EXACT_LIMIT = 5_000_000  # largest integer-scaled sum the exact test's table may span
 
@@ -46,6 +47,10 @@ def _accuracy(record: dict) -> Fraction:
     return Fraction(int(record["pass_count"]), int(record["samples"]))
 
 
+def _group_of(record: dict) -> str:
+    return str(record.get("group") or record["id"])  # no group: the question is its own cluster
+
+
 def group_differences(base: Sequence[dict], ft: Sequence[dict], stratum: str = "") -> list[GroupDiff]:
     """One GroupDiff per group, in order of first appearance; both record lists must hold the
     same question ids in the same order (a paired comparison)."""
@@ -55,8 +60,7 @@ def group_differences(base: Sequence[dict], ft: Sequence[dict], stratum: str = "
         raise ValueError("no records")
     groups: dict[str, list[tuple[Fraction, Fraction]]] = {}
     for b, f in zip(base, ft):
-        key = str(b.get("group") or b["id"])  # a question without a group is its own cluster
-        groups.setdefault(key, []).append((_accuracy(b), _accuracy(f)))
+        groups.setdefault(_group_of(b), []).append((_accuracy(b), _accuracy(f)))
     return [GroupDiff(g, stratum, sum((b for b, _ in pairs), Fraction(0)) / len(pairs),
                       sum((f for _, f in pairs), Fraction(0)) / len(pairs), len(pairs))
             for g, pairs in groups.items()]
@@ -100,10 +104,13 @@ def sign_flip_test(diffs: Sequence[Fraction | float | int], *, n_perm: int = 200
 
 
 def cluster_bootstrap_ci(diffs: Sequence[float], strata: Sequence[str] | None = None, *,
-                         n_boot: int = 10_000, confidence: float = 0.95, seed: int = 0) -> dict:
+                         n_boot: int = 10_000, confidence: float = 0.95, seed: int = 0,
+                         weights: Sequence[float] | None = None) -> dict:
     """Percentile interval for mean(D_g), resampling whole groups with replacement; with
     `strata` (the seed of each group) each stratum is resampled to its own size, so every
-    resample keeps the design's share of groups per seed."""
+    resample keeps the design's share of groups per seed. With `weights` (each group's number
+    of questions) the mean is sum(w_g D_g) / sum(w_g) in the estimate and in every resample: a
+    mean over questions whose groups are resampled whole."""
     x = np.asarray([float(d) for d in diffs])
     if x.ndim != 1 or x.size == 0:
         raise ValueError("need a non-empty list of group differences")
@@ -112,17 +119,46 @@ def cluster_bootstrap_ci(diffs: Sequence[float], strata: Sequence[str] | None = 
     labels = list(strata) if strata is not None else [""] * x.size
     if len(labels) != x.size:
         raise ValueError("strata and differences differ in length")
+    w = np.ones(x.size) if weights is None else np.asarray(weights, dtype=float)
+    if w.shape != x.shape or not (w > 0).all():
+        raise ValueError("need one positive weight per group")
     rng = np.random.default_rng(seed)
-    sums = np.zeros(n_boot)
+    sums, totals = np.zeros(n_boot), np.zeros(n_boot)
     for label in dict.fromkeys(labels):
-        part = x[[i for i, s in enumerate(labels) if s == label]]
+        rows = [i for i, s in enumerate(labels) if s == label]
+        part, part_w = x[rows] * w[rows], w[rows]
         idx = rng.integers(0, part.size, size=(n_boot, part.size))
         sums += part[idx].sum(axis=1)
-    means = sums / x.size
+        totals += part_w[idx].sum(axis=1)
+    means = sums / totals
     alpha = 1 - confidence
     low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
-    return {"mean_diff": float(x.mean()), "low": float(low), "high": float(high),
+    estimate = float(x.mean()) if weights is None else float((x * w).sum() / w.sum())
+    return {"mean_diff": estimate, "low": float(low), "high": float(high),
             "confidence": confidence, "n_boot": n_boot, "seed": seed, "groups": int(x.size)}
+
+
+def at_k_interval(records: Sequence[dict], k: int, metric: str = "pass", *,
+                  n_boot: int = 10_000, confidence: float = 0.95, seed: int = 0) -> dict:
+    """pass@k or mean@k (relrl.stats) of one model: the mean over questions of each question's
+    unbiased estimate from its `samples` and `pass_count`, as the evaluation JSON reports it,
+    with a percentile interval from resampling paraphrase groups whole (each group weighted by
+    its number of questions), since paraphrases of one problem do not fail independently."""
+    estimators = {"pass": pass_at_k, "mean": mean_at_k}
+    if metric not in estimators:
+        raise ValueError(f"metric must be 'pass' or 'mean', got {metric!r}")
+    if not records:
+        raise ValueError("no records")
+    by_group: dict[str, list[float]] = {}
+    for r in records:
+        value = estimators[metric](int(r["samples"]), int(r["pass_count"]), k)
+        by_group.setdefault(_group_of(r), []).append(value)
+    sizes = [len(values) for values in by_group.values()]
+    ci = cluster_bootstrap_ci([sum(values) / len(values) for values in by_group.values()],
+                              n_boot=n_boot, confidence=confidence, seed=seed, weights=sizes)
+    return {"metric": f"{metric}@{k}", "value": ci["mean_diff"], "low": ci["low"],
+            "high": ci["high"], "confidence": confidence, "n_boot": n_boot, "seed": seed,
+            "groups": len(sizes), "questions": len(records)}
 
 
 def compare_groups(diffs: Sequence[GroupDiff], *, n_boot: int = 10_000, seed: int = 0) -> dict:

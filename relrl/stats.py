@@ -3,8 +3,9 @@
 Conventions: `b01` counts questions the base got wrong (0) and the fine-tuned model got right (1);
 `b10` the reverse. All p-values are two-sided. The tests themselves are scipy's (`binomtest` for
 the exact McNemar test and Wilson intervals, `chi2`, `bootstrap`); what scipy lacks is here:
-Holm's adjustment, unbiased pass@k, and an exact sign-flip permutation test for any number of
-questions (scipy's `permutation_test` enumerates all 2^n flips or falls back to Monte Carlo).
+Holm's adjustment, unbiased pass@k and mean@k, and an exact sign-flip permutation test for any
+number of questions (scipy's `permutation_test` enumerates all 2^n flips or falls back to Monte
+Carlo).
 """
 from __future__ import annotations
 
@@ -106,15 +107,27 @@ def paired_bootstrap_ci(
     return {"delta": float(diff.mean()), **_bootstrap(diff, n_boot, confidence, seed)}
 
 
+def _check_counts(n: int, c: int, k: int) -> None:
+    if not (0 <= c <= n and 1 <= k <= n):
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+
+
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased pass@k from n samples of which c are correct: 1 - C(n-c, k) / C(n, k),
     the chance that k samples drawn without replacement contain a correct one."""
-    if not (0 <= c <= n and 1 <= k <= n):
-        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    _check_counts(n, c, k)
     if n - c < k:
         return 1.0
     # product form avoids huge binomials: C(n-c, k) / C(n, k) = prod_{i=n-c+1..n} (1 - k / i)
     return 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
+def mean_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased mean@k from n samples of which c are correct: the expected share of correct
+    samples among k drawn without replacement, c / n for every k (each sample is drawn with
+    probability k / n). pass@k asks for one correct sample in k, mean@k for the average one."""
+    _check_counts(n, c, k)
+    return c / n
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
