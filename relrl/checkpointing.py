@@ -211,10 +211,15 @@ def load_checkpoint(checkpoint: str | os.PathLike, *, model=None, optimizer=None
     state = read_state(checkpoint)
     if model is not None:
         load_adapter_weights(model, checkpoint)
+    # Onto the CPU first: saved as they were on rank 0's GPU, the tensors would otherwise all
+    # land there (or fail where that GPU is absent); load_state_dict moves the optimiser's state
+    # to its parameters' device.
     if optimizer is not None:
-        optimizer.load_state_dict(torch.load(checkpoint / "optimizer.pt", weights_only=True))
+        optimizer.load_state_dict(torch.load(checkpoint / "optimizer.pt", map_location="cpu",
+                                              weights_only=True))
     if scheduler is not None:
-        scheduler.load_state_dict(torch.load(checkpoint / "scheduler.pt", weights_only=True))
+        scheduler.load_state_dict(torch.load(checkpoint / "scheduler.pt", map_location="cpu",
+                                              weights_only=True))
     rng = json.loads((checkpoint / "rng_state.json").read_text())
     _set_rng_state(rng, generators or {})
     return state

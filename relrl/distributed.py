@@ -59,6 +59,15 @@ def launch_env() -> dict | None:
     return None
 
 
+def local_device_index() -> int:
+    """This process's GPU: its local rank on its node (never its global rank), modulo the GPUs
+    it sees (one, where the launcher hides the others); the first one for a single process."""
+    env = launch_env()
+    if env is None:
+        return 0
+    return env["local_rank"] % max(torch.cuda.device_count(), 1)
+
+
 def _first_slurm_node() -> str:
     nodes = os.environ.get("SLURM_STEP_NODELIST") or os.environ.get("SLURM_JOB_NODELIST", "")
     if nodes and "[" not in nodes and "," not in nodes:
@@ -86,7 +95,7 @@ def setup() -> int:
         os.environ["RANK"], os.environ["WORLD_SIZE"] = str(env["rank"]), str(env["world"])
         os.environ["LOCAL_RANK"] = str(env["local_rank"])
     if torch.cuda.is_available():
-        torch.cuda.set_device(env["local_rank"] % torch.cuda.device_count())
+        torch.cuda.set_device(local_device_index())
         _STATE["device"] = torch.device("cuda", torch.cuda.current_device())
         backend = "nccl"
     else:

@@ -14,11 +14,13 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import warnings
 from pathlib import Path
 
 import torch
 
+from relrl import distributed
 from relrl.cli import UsageError
 
 log = logging.getLogger(__name__)
@@ -29,6 +31,9 @@ BUILTIN_MODELS = ("tiny-random", "tiny")
 # All attention and MLP projections of Qwen/Llama-style blocks (the study's choice).
 DEFAULT_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 ADAPTER_WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
+ALLOW_CPU_ENV = "RELRL_ALLOW_CPU"  # =1: run on the CPU although this node has an NVIDIA GPU
+EXPECT_CUDA_ENV = "RELRL_EXPECT_CUDA"  # =1: refuse the CPU even where no driver is seen
+NVIDIA_DRIVER_FILE = Path("/proc/driver/nvidia/version")
 
 
 def device_of(model) -> torch.device:
@@ -164,6 +169,34 @@ def check_bf16(name_or_path: str, flag: str = "--model") -> None:
                          "has no bfloat16 support; use an Ampere or newer GPU (A100, L40S, H100)")
 
 
+def cuda_expected() -> str | None:
+    """Why this process should have CUDA (None: no reason to think so): RELRL_EXPECT_CUDA=1, or
+    an NVIDIA driver on the node (nvidia-smi on PATH, or the kernel module's version file)."""
+    if os.environ.get(EXPECT_CUDA_ENV) == "1":
+        return f"{EXPECT_CUDA_ENV}=1"
+    if shutil.which("nvidia-smi"):
+        return "nvidia-smi is on PATH"
+    if NVIDIA_DRIVER_FILE.exists():
+        return f"{NVIDIA_DRIVER_FILE} exists"
+    return None
+
+
+def check_cuda_present() -> None:
+    """Refuse to run on the CPU where a GPU is expected (a driver too old for the CUDA 13 wheels
+    leaves torch without CUDA, and every script would silently run on the CPU for days),
+    unless RELRL_ALLOW_CPU=1 says so."""
+    if torch.cuda.is_available() or os.environ.get(ALLOW_CPU_ENV) == "1":
+        return
+    why = cuda_expected()
+    if why is None:
+        return
+    build = (f"torch {torch.__version__} is built for CUDA {torch.version.cuda} and sees no GPU "
+             "(is the driver older than that CUDA?)" if torch.version.cuda else
+             f"torch {torch.__version__} is a CPU build")
+    raise UsageError(f"CUDA: expected ({why}) but absent: {build}; fix the driver or the torch "
+                     f"install, or set {ALLOW_CPU_ENV}=1 to run on the CPU")
+
+
 def check_load_flags(load_in_4bit: bool | None, use_unsloth: bool) -> None:
     """Refuse GPU-only loading flags on a machine without CUDA."""
     cuda = torch.cuda.is_available()
@@ -172,6 +205,34 @@ def check_load_flags(load_in_4bit: bool | None, use_unsloth: bool) -> None:
                          "(drop the flag to load in float32 on the CPU)")
     if use_unsloth and not cuda:
         raise UsageError("--unsloth: Unsloth needs a CUDA GPU and none is available")
+
+
+def is_four_bit(model) -> bool:
+    """Held in 4-bit bitsandbytes: a pre-quantized checkpoint, or quantized on loading (both
+    leave the quantization config on the model's config; PEFT's wrapper passes it through)."""
+    quant = getattr(getattr(model, "config", None), "quantization_config", None)
+    if quant is not None and not isinstance(quant, dict):
+        quant = quant.to_dict()
+    return bool(quant) and quant.get("quant_method") == "bitsandbytes" and \
+        bool(quant.get("load_in_4bit"))
+
+
+def import_unsloth():
+    """Unsloth's FastLanguageModel. Imported before anything imports transformers (the package
+    imports it only when a model loads), since Unsloth patches transformers as it is imported."""
+    try:
+        from unsloth import FastLanguageModel
+    except ImportError:
+        raise UsageError("--unsloth: the unsloth package is not installed "
+                         "(pip install -r requirements-gpu.txt)") from None
+    return FastLanguageModel
+
+
+def unsloth_device_map() -> dict:
+    """Every weight on this process's GPU, the one picked from its local rank. Unsloth, left to
+    choose under torch.distributed, takes cuda:<global rank>: on a second node, a GPU that does
+    not exist there."""
+    return {"": f"cuda:{distributed.local_device_index()}"}
 
 
 def finish_loading(model, tokenizer):
@@ -194,12 +255,13 @@ def load_pretrained(name_or_path: str, *, load_in_4bit: bool | None = None, use_
         raise ValueError(f"{name_or_path!r} is a built-in model: load it with relrl.models.load_model")
     cuda = torch.cuda.is_available()
     check_load_flags(load_in_4bit, use_unsloth)
+    fast = import_unsloth() if use_unsloth else None  # first: see import_unsloth
     check_model_source(name_or_path, flag)
     check_bf16(name_or_path, flag)
     if load_in_4bit is False:
         check_not_prequantized(name_or_path)
     if use_unsloth:
-        model, tokenizer = _load_unsloth(name_or_path, load_in_4bit is not False, seed)
+        model, tokenizer = _load_unsloth(fast, name_or_path, load_in_4bit is not False, seed)
     else:
         model, tokenizer = _load_transformers(name_or_path, cuda and load_in_4bit is not False, cuda, flag)
     return finish_loading(model, tokenizer)
@@ -232,15 +294,10 @@ def _load_transformers(name_or_path: str, four_bit: bool, cuda: bool, flag: str)
     return model, tokenizer
 
 
-def _load_unsloth(name_or_path: str, four_bit: bool, seed: int):
-    try:
-        from unsloth import FastLanguageModel
-    except ImportError:
-        raise UsageError("--unsloth: the unsloth package is not installed "
-                         "(pip install -r requirements-gpu.txt)") from None
-    model, tokenizer = FastLanguageModel.from_pretrained(
+def _load_unsloth(fast, name_or_path: str, four_bit: bool, seed: int):
+    model, tokenizer = fast.from_pretrained(
         model_name=name_or_path, load_in_4bit=four_bit, dtype=None, max_seq_length=4096,
-        random_state=seed)
+        random_state=seed, device_map=unsloth_device_map())
     model._relrl_unsloth = True
     return model, tokenizer
 

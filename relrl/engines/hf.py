@@ -3,10 +3,13 @@
 
 All prompts x n samples go through `model.generate` in micro-batches with left padding. Instead
 of the shared RNG of HF sampling, every row gets its own torch.Generator and its token is chosen
-by the Gumbel-max trick (argmax of temperature-scaled, top-p-filtered logits plus Gumbel noise),
+by the Gumbel-max trick (argmax of temperature-scaled, top-k- and top-p-filtered logits plus
+Gumbel noise),
 which draws exactly from the same distribution as softmax sampling. A question's completions
 therefore do not depend on what else is in the batch, the batch size, the shard or resume point.
 It reports no sampler log-probs: the trainer's own are exact for it.
+transformers is imported only when generate runs: Unsloth must be imported before it to patch
+it, and a script loads Unsloth's model after importing this package.
 """
 from __future__ import annotations
 
@@ -14,8 +17,6 @@ import contextlib
 from typing import Callable
 
 import torch
-from transformers import (GenerationConfig, LogitsProcessor, LogitsProcessorList,
-                          StoppingCriteria, StoppingCriteriaList)
 
 from relrl.dynamic_sampling import CollectionStopped
 from relrl.engines.base import (Completion, Engine, SamplingConfig, encode_prompts,
@@ -35,26 +36,39 @@ def filter_top_p(scores: torch.Tensor, top_p: float) -> torch.Tensor:
     return scores.masked_fill(drop, float("-inf"))
 
 
-class SeededGumbelSampler(LogitsProcessor):
-    """Turns greedy decoding into sampling: argmax(logits/T filtered by top-p + Gumbel noise),
-    with row r's noise drawn from its own generator seeded by seeds[r]."""
+def filter_top_k(scores: torch.Tensor, top_k: int) -> torch.Tensor:
+    """-inf outside the top_k most likely tokens (0: no filter). Applied before top-p, as vLLM
+    and transformers apply them."""
+    if top_k <= 0 or top_k >= scores.shape[-1]:
+        return scores
+    kth = scores.topk(top_k, dim=-1).values[..., -1:]
+    return scores.masked_fill(scores < kth, float("-inf"))
 
-    def __init__(self, temperature: float, top_p: float, seeds: list[int], device):
+
+class SeededGumbelSampler:
+    """Turns greedy decoding into sampling: argmax(logits/T filtered by top-k and top-p +
+    Gumbel noise), with row r's noise drawn from its own generator seeded by seeds[r]. A
+    logits processor for generate, which only calls it."""
+
+    def __init__(self, temperature: float, top_p: float, seeds: list[int], device,
+                 top_k: int = 0):
         self.temperature = temperature
-        self.top_p = top_p
+        self.top_p, self.top_k = top_p, top_k
         self.generators = [torch.Generator(device=device).manual_seed(s) for s in seeds]
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        scores = filter_top_p(scores.float() / self.temperature, self.top_p)
+        scores = filter_top_k(scores.float() / self.temperature, self.top_k)
+        scores = filter_top_p(scores, self.top_p)
         vocab = scores.shape[-1]
         uniform = torch.stack([torch.rand(vocab, generator=g, device=scores.device)
                                for g in self.generators])
         return scores - torch.log(-torch.log(uniform))
 
 
-class StopRequested(StoppingCriteria):
+class StopRequested:
     """Ends generate() at the end of the current decoding step once a stop is requested
-    (SIGTERM/SIGUSR1 via relrl.checkpointing.StopFlag), instead of after max_new_tokens."""
+    (SIGTERM/SIGUSR1 via relrl.checkpointing.StopFlag), instead of after max_new_tokens. A
+    stopping criterion for generate, which only calls it."""
 
     def __init__(self, should_stop: Callable[[], bool]):
         self.should_stop, self.fired = should_stop, False
@@ -65,7 +79,9 @@ class StopRequested(StoppingCriteria):
                           device=input_ids.device)
 
 
-def _generation_config(config: SamplingConfig, stop_ids: list[int], pad_id: int) -> GenerationConfig:
+def _generation_config(config: SamplingConfig, stop_ids: list[int], pad_id: int):
+    from transformers import GenerationConfig
+
     # Every processor a model's own generation_config could switch on is set to "off" here,
     # since generate() fills unset (None) fields from the model's defaults.
     return GenerationConfig(
@@ -91,6 +107,8 @@ def generate(model, tokenizer, prompts: list[str], n: int, seeds: list[int],
              should_stop: Callable[[], bool] | None = None) -> list[list[Completion]]:
     """n completions per prompt: result[i][j] is sample j of prompts[i], seeded by
     sample_seed(seeds[i], j). Raises CollectionStopped when `should_stop` says yes."""
+    from transformers import LogitsProcessorList, StoppingCriteriaList
+
     encoded = encode_prompts(tokenizer, prompts, n, seeds)
     # Longest prompts first, so micro-batches hold prompts of similar length (less padding).
     rows = sorted(((i, j) for i in range(len(prompts)) for j in range(n)),
@@ -112,7 +130,8 @@ def generate(model, tokenizer, prompts: list[str], n: int, seeds: list[int],
             processors = LogitsProcessorList()
             if config.do_sample:
                 seeds_here = [sample_seed(seeds[i], j) for i, j in chunk]
-                processors.append(SeededGumbelSampler(config.temperature, config.top_p, seeds_here, device))
+                processors.append(SeededGumbelSampler(config.temperature, config.top_p, seeds_here,
+                                                      device, config.top_k))
             stopper = StopRequested(should_stop or (lambda: False))
             with torch.no_grad():
                 out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),

@@ -8,9 +8,15 @@
   logits before temperature and top-p: what the trainer's old_logp is. Each completion carries
   the sampled tokens' values for truncated importance sampling (relrl.grpo_loss).
 - LoRA sync: sync_adapter(model) writes the adapter to a RAM-backed temporary folder
-  (/dev/shm when present) and the next request names it with a new LoRARequest id; the old
-  one is dropped. A frozen evaluation adapter is served from its own folder; base_policy()
+  (/dev/shm when it has room for two copies of the adapter, else the system's temporary
+  folder) and the next request names it with a new LoRARequest id; the old one is dropped. A frozen evaluation adapter is served from its own folder; base_policy()
   sends requests without a LoRARequest.
+- Keyword arguments (engine_kwargs, a pure function): a 4-bit policy is sampled in 4-bit
+  (quantization="bitsandbytes": vLLM quantizes a full-precision checkpoint in flight as the
+  trainer did; since vLLM 0.28 this needs the vllm-bnb-plugin package); under torchrun or srun
+  with several ranks each rank's engine runs on its own GPU through vLLM's external_launcher
+  backend, which takes the GPU from LOCAL_RANK (launcher_env sets it to this rank's device);
+  sleep mode only when asked (relrl.models decides from the memory arithmetic).
 - Stops: the engine is driven one scheduler step at a time (LLM.enqueue, then
   LLMEngine.step), and should_stop is asked before every step: a stop aborts the requests and
   raises CollectionStopped within one decoding step.
@@ -29,6 +35,7 @@ from pathlib import Path
 
 import torch
 
+from relrl import distributed
 from relrl.cli import UsageError
 from relrl.dynamic_sampling import CollectionStopped
 from relrl.engines.base import (Engine, SamplingConfig, encode_prompts, make_completion,
@@ -38,6 +45,7 @@ from relrl.modeling import save_adapter
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vllm.config.lora.MaxLoRARanks
 PROMPT_ROOM = 2048  # tokens of prompt the KV cache must hold beside max_new_tokens
 _MEMORY_WORDS = ("memory", "kv cache", "cache blocks", "gpu_memory_utilization")
+SHM = Path("/dev/shm")
 
 
 def import_vllm():
@@ -54,11 +62,55 @@ def import_vllm():
     return vllm
 
 
-def ram_folder(prefix: str) -> Path:
-    """A temporary folder in RAM where the system has one (adapters are rewritten every update)."""
-    shm = Path("/dev/shm")
-    where = str(shm) if shm.is_dir() and os.access(shm, os.W_OK) else None
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=where))
+def ram_folder(prefix: str, need_bytes: int = 0, shm: Path = SHM) -> Path:
+    """A temporary folder in RAM where the system has one with `need_bytes` free (adapters are
+    rewritten every update); else one in the system's temporary folder (a small /dev/shm, as
+    containers often get, would fail the first sync half-way)."""
+    usable = shm.is_dir() and os.access(shm, os.W_OK)
+    if usable and shutil.disk_usage(shm).free < need_bytes:
+        usable = False
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=str(shm) if usable else None))
+
+
+def adapter_bytes(model) -> int:
+    """What one saved copy of `model`'s trainable weights (the LoRA) takes on disk."""
+    if model is None:
+        return 0
+    return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+
+
+def bnb_plugin_present() -> bool:
+    """vLLM >= 0.28 loads bitsandbytes through the vllm-bnb-plugin package, found through the
+    vllm.general_plugins entry point it registers."""
+    from importlib.metadata import entry_points
+
+    return any(e.name == "bitsandbytes" for e in entry_points(group="vllm.general_plugins"))
+
+
+def engine_kwargs(folder: str, *, seed: int, max_model_len: int, gpu_memory_utilization: float,
+                  cuda: bool, lora_rank: int | None = None, four_bit: bool = False,
+                  world: int = 1, sleep: bool = False) -> dict:
+    """vllm.LLM's keyword arguments (see the module docstring)."""
+    kwargs = dict(model=folder, tokenizer=folder, seed=seed, max_model_len=max_model_len,
+                  gpu_memory_utilization=gpu_memory_utilization,
+                  generation_config="vllm",  # no sampling defaults from the checkpoint
+                  dtype="auto" if cuda else "float32",  # fp32 on the CPU, as the trainer
+                  enforce_eager=not cuda, enable_sleep_mode=cuda and sleep)
+    if four_bit:
+        kwargs["quantization"] = "bitsandbytes"
+    if world > 1:
+        # Every rank its own engine on its own GPU, in this process (no workers spawned).
+        kwargs.update(distributed_executor_backend="external_launcher", tensor_parallel_size=1)
+    if lora_rank is not None:
+        kwargs.update(enable_lora=True, max_lora_rank=lora_rank_for(lora_rank), max_loras=1)
+    return kwargs
+
+
+def launcher_env(device_index: int) -> dict[str, str]:
+    """Variables vLLM's external_launcher reads: LOCAL_RANK picks the GPU (cuda:LOCAL_RANK), so
+    it is set to the device this rank uses (relrl.distributed picked it from the local rank)."""
+    return {"LOCAL_RANK": str(device_index), "RANK": str(distributed.rank()),
+            "WORLD_SIZE": str(distributed.world())}
 
 
 def lora_rank_for(rank: int) -> int:
@@ -108,29 +160,32 @@ class VLLMEngine(Engine):
 
     def __init__(self, source: str, tokenizer, *, model=None, adapter: str | None = None,
                  seed: int = 0, max_new_tokens: int = 3072, gpu_memory_utilization: float = 0.35,
-                 base_folder=None):
+                 base_folder=None, four_bit: bool = False, sleep: bool = False):
         vllm = import_vllm()
+        if four_bit and not bnb_plugin_present():
+            raise UsageError("--rollout-engine vllm: a 4-bit policy needs vLLM's bitsandbytes "
+                             "plugin (pip install vllm-bnb-plugin; vLLM >= 0.28 has none built in)")
         from vllm.lora.request import LoRARequest
 
         self._lora_request = LoRARequest
         self.tokenizer, self.stops = tokenizer, stop_token_ids(tokenizer)
-        self.scratch = ram_folder("relrl-vllm-")
+        # two copies at once: the new adapter is written before the old one is deleted
+        self.scratch = ram_folder("relrl-vllm-", 2 * adapter_bytes(model))
         self.sync_enabled = True  # tests switch it off to show that the sync is what matters
         self.steps = 0  # scheduler steps run: a stop is honoured within one
         self.version, self.lora, self._base = 0, None, False
         cuda = torch.cuda.is_available()
-        self.sleeps = cuda  # sleep mode is a CUDA feature
-        rank = adapter_rank(model, adapter)
+        self.sleeps = cuda and sleep  # sleep mode is a CUDA feature
         # base_folder (from relrl.models) saves a built-in model where vLLM can load it.
         folder = base_folder(source, seed, self.scratch) if base_folder else source
-        kwargs = dict(model=folder, tokenizer=folder, seed=seed,
-                      max_model_len=_max_model_len(folder, max_new_tokens),
-                      gpu_memory_utilization=gpu_memory_utilization,
-                      generation_config="vllm",  # no sampling defaults from the checkpoint
-                      dtype="auto" if cuda else "float32",  # fp32 on the CPU, as the trainer
-                      enforce_eager=not cuda, enable_sleep_mode=cuda)
-        if rank is not None:
-            kwargs.update(enable_lora=True, max_lora_rank=lora_rank_for(rank), max_loras=1)
+        world = distributed.world()
+        kwargs = engine_kwargs(folder, seed=seed,
+                               max_model_len=_max_model_len(folder, max_new_tokens),
+                               gpu_memory_utilization=gpu_memory_utilization, cuda=cuda,
+                               lora_rank=adapter_rank(model, adapter), four_bit=four_bit,
+                               world=world, sleep=sleep)
+        if world > 1 and cuda:
+            os.environ.update(launcher_env(torch.cuda.current_device()))
         try:
             self.llm = vllm.LLM(**kwargs)
         except (ValueError, RuntimeError, torch.OutOfMemoryError) as exc:
@@ -180,6 +235,8 @@ class VLLMEngine(Engine):
         try:
             yield self
         finally:
+            # the update's freed blocks stay in PyTorch's cache, where vLLM cannot have them
+            torch.cuda.empty_cache()
             self.llm.wake_up()
 
     # ------------------------------------------------------------------ sampling
@@ -188,7 +245,8 @@ class VLLMEngine(Engine):
 
         sample = sampling.do_sample
         return SamplingParams(n=1, temperature=sampling.temperature if sample else 0.0,
-                              top_p=sampling.top_p if sample else 1.0, top_k=0,
+                              top_p=sampling.top_p if sample else 1.0,
+                              top_k=sampling.top_k if sample and sampling.top_k else 0,
                               seed=seed if sample else None, max_tokens=sampling.max_new_tokens,
                               stop_token_ids=self.stops, logprobs=0, detokenize=False)
 
