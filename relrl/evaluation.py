@@ -23,7 +23,7 @@ from relrl.cli import (UsageError, add_load_args, add_tolerance_rule_arg, env_de
                        positive_int)
 from relrl.data import (DatasetError, ProgressFile, atomic_write_json, load_dataset,
                         questions_fingerprint, read_json)
-from relrl.engines import Engine, SamplingConfig, add_engine_args, question_seed
+from relrl.engines import TOP_K_HELP, Engine, SamplingConfig, add_engine_args, question_seed
 from relrl.grading import grade, target_kind_of
 from relrl.guess_baselines import describe, score_baselines, with_baselines
 from relrl.modeling import check_adapter_dir, check_model_source
@@ -47,6 +47,7 @@ class EvalSettings:
     top_p: float = 0.95
     max_new_tokens: int = 3072
     tolerance: float = 0.05
+    top_k: int = 0  # 0: off
     tolerance_rule: str = "study"  # or "complement" (relrl.grading)
     allow_plain: bool = False
     micro_batch: int = 16  # sequences per forward pass: speed only, never results
@@ -55,6 +56,8 @@ class EvalSettings:
         """The settings that change results (a resumed run must match them)."""
         sig = asdict(self)
         sig.pop("micro_batch")
+        if not sig["top_k"]:  # added later: off leaves it out, so earlier results still match
+            sig.pop("top_k")
         if sig["tolerance_rule"] == "study":  # added later: left out, so earlier results still match
             sig.pop("tolerance_rule")
         return sig
@@ -147,7 +150,8 @@ def evaluate_rows(rows: Sequence[dict], generate: Generate, settings: EvalSettin
 def model_generator(engine: Engine, tokenizer, settings: EvalSettings) -> Generate:
     """`generate` for a rollout engine: the shared prompt, seeded sampling."""
     config = SamplingConfig(temperature=settings.temperature, top_p=settings.top_p,
-                            max_new_tokens=settings.max_new_tokens, micro_batch=settings.micro_batch)
+                            top_k=settings.top_k, max_new_tokens=settings.max_new_tokens,
+                            micro_batch=settings.micro_batch)
 
     def run(rows: list[dict], seeds: list[int], n: int) -> list[list]:
         prompts = [build_prompt(tokenizer, row["question"]) for row in rows]
@@ -413,6 +417,7 @@ def add_eval_args(parser, *, samples: int = 1, temperature: float = 1.0, shards:
     parser.add_argument("--temperature", type=float, default=temperature,
                         help=f"sampling temperature (default {temperature})")
     parser.add_argument("--top-p", type=float, default=0.95, help="nucleus sampling (default 0.95)")
+    parser.add_argument("--top-k", type=int, default=0, help=TOP_K_HELP)
     parser.add_argument("--max-new-tokens", type=positive_int("--max-new-tokens"), default=3072,
                         help="completion length limit; longer answers count as truncated "
                         "(default 3072, the study's; use less on a CPU)")
@@ -439,10 +444,12 @@ def settings_from_args(args) -> EvalSettings:
         raise UsageError(f"--temperature: must be > 0, got {args.temperature}")
     if not 0 < args.top_p <= 1:
         raise UsageError(f"--top-p: must be in (0, 1], got {args.top_p}")
+    if not args.top_k >= 0:
+        raise UsageError(f"--top-k: must be >= 1 (or 0: off), got {args.top_k}")
     if not args.tolerance >= 0:
         raise UsageError(f"--tolerance: must be >= 0, got {args.tolerance}")
     return EvalSettings(samples=args.samples, seed=args.seed, temperature=args.temperature,
-                        top_p=args.top_p, max_new_tokens=args.max_new_tokens,
+                        top_p=args.top_p, top_k=args.top_k, max_new_tokens=args.max_new_tokens,
                         tolerance=args.tolerance, tolerance_rule=args.tolerance_rule,
                         allow_plain=args.allow_plain,
                         micro_batch=args.micro_batch)

@@ -43,15 +43,16 @@ from relrl.cli import (ArgumentParser, UsageError, add_load_args, add_tolerance_
 from relrl.data import atomic_write_json, atomic_write_jsonl, load_dataset, questions_fingerprint
 from relrl.dynamic_sampling import (SCHEMES, WASTE_KINDS, CollectionStopped, DynamicSampler, Group,
                                     QuestionSampler)
-from relrl.engines import (DEFAULT_VLLM_MEMORY, ENGINES, Engine, SamplingConfig, add_engine_args,
-                           check_memory_fraction, question_seed, require_vllm, sample_seed)
+from relrl.engines import (DEFAULT_VLLM_MEMORY, ENGINES, TOP_K_HELP, Engine, SamplingConfig,
+                           add_engine_args, add_sleep_arg, check_memory_fraction, question_seed,
+                           require_vllm, sample_seed)
 from relrl.grading import TOLERANCE_RULES, grade, target_kind_of
 from relrl.grpo_loss import (ADVANTAGE_MODES, AGGREGATIONS, LossConfig, batch_counts,
                              group_advantages, overlong_penalty, policy_loss)
 from relrl.logprobs import completion_logprobs, pack_sequences
 from relrl.modeling import (attach_lora, check_adapter_dir, check_model_source, device_of,
                             load_adapter, reference_policy)
-from relrl.models import load_model, make_engine
+from relrl.models import load_model, make_engine, vllm_sleep
 from relrl.prompting import build_prompt
 from relrl.tracking import RUN_FILES as TRACKING_FILES, Tracker, add_report_to_arg, open_tracker
 
@@ -78,6 +79,7 @@ class GRPOConfig:
     num_generations: int = 4
     temperature: float = 1.0
     top_p: float = 0.95
+    top_k: int = 0  # 0: off (the study's generate inherited Qwen3's 20: see the README)
     max_new_tokens: int = 3072
     gen_micro_batch: int = 32
     tolerance: float = 0.05
@@ -134,6 +136,7 @@ class GRPOConfig:
         need(self.weight_decay >= 0, "--weight-decay", f"must be >= 0, got {self.weight_decay}")
         need(self.temperature > 0, "--temperature", f"must be > 0, got {self.temperature}")
         need(0 < self.top_p <= 1, "--top-p", f"must be in (0, 1], got {self.top_p}")
+        need(self.top_k >= 0, "--top-k", f"must be >= 1 (or 0: off), got {self.top_k}")
         need(0 <= self.overlong_buffer < self.max_new_tokens, "--overlong-buffer",
              f"must be in [0, max_new_tokens), got {self.overlong_buffer}")
         need(self.tolerance >= 0, "--tolerance", f"must be >= 0, got {self.tolerance}")
@@ -164,7 +167,7 @@ class GRPOConfig:
             out.pop(key)
         # Added later: left out at their defaults, so runs from before still resume.
         for key, default in (("pass_rate_scheme", "plug-in"), ("val_samples", 1),
-                             ("tolerance_rule", "study")):
+                             ("tolerance_rule", "study"), ("top_k", 0)):
             if out[key] == default:
                 out.pop(key)
         if self.sft_adapter:  # the warm-start adapter brings its own rank and alpha
@@ -225,7 +228,7 @@ class GRPOTrainer:
         self.out = Path(cfg.output_dir)
         self.prompts = [build_prompt(tokenizer, row["question"]) for row in rows]
         self.sampling = SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p,
-                                       max_new_tokens=cfg.max_new_tokens,
+                                       top_k=cfg.top_k, max_new_tokens=cfg.max_new_tokens,
                                        micro_batch=cfg.gen_micro_batch)
         self.loss_cfg = LossConfig(clip_low=cfg.clip_low, clip_high=cfg.clip_high, beta=cfg.beta,
                                    aggregation=cfg.aggregation, constant=cfg.max_new_tokens)
@@ -695,10 +698,12 @@ def build_parser(variant: str):
     add_load_args(p)
     g = p.add_argument_group("rollouts")
     add_engine_args(g)
+    add_sleep_arg(g)
     g.add_argument("--num-generations", "-G", type=int, default=d.num_generations,
                    help="completions per question (4)")
     g.add_argument("--temperature", type=float, default=d.temperature, help="(1.0)")
     g.add_argument("--top-p", type=float, default=d.top_p, help="(0.95)")
+    g.add_argument("--top-k", type=int, default=d.top_k, help=TOP_K_HELP)
     g.add_argument("--max-new-tokens", type=positive_int("--max-new-tokens"), default=None,
                    help="max completion length (3072 on CUDA, 256 on the CPU)")
     g.add_argument("--gen-micro-batch", type=positive_int("--gen-micro-batch"),
@@ -714,9 +719,10 @@ def build_parser(variant: str):
     g.add_argument("--mask-truncated", action="store_true",
                    help="truncated completions add nothing to the loss (DAPO overlong filtering)")
     g = p.add_argument_group("dynamic sampling")
-    g.add_argument("--sampling-mode", choices=("step", "batch"), default=d.sampling_mode,
+    g.add_argument("--sampling-mode", choices=("step", "batch"), default=None,
                    help="step: one question per generation call, redrawn until informative (the "
-                   "study); batch: --gen-batch questions per call (the DAPO paper)")
+                   "study); batch: --gen-batch questions per call (the DAPO paper). Default batch "
+                   "on CUDA (fewer generation calls per update: README), step on the CPU")
     g.add_argument("--gen-batch", type=positive_int("--gen-batch"), default=d.gen_batch,
                    help="questions per generation call in batch mode (8)")
     g.add_argument("--max-resample", type=positive_int("--max-resample"), default=d.max_resample,
@@ -800,13 +806,14 @@ def config_from_args(args, variant: str) -> GRPOConfig:
         output_dir=args.output_dir, seed=args.seed,
         load_in_4bit=load_in_4bit_flag(args),
         unsloth=args.unsloth, num_generations=args.num_generations,
-        temperature=args.temperature, top_p=args.top_p,
+        temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
         max_new_tokens=args.max_new_tokens or (3072 if cuda else 256),
         gen_micro_batch=args.gen_micro_batch, tolerance=args.tolerance,
         tolerance_rule=args.tolerance_rule, reward=args.reward,
         rollout_engine=args.rollout_engine, tis_cap=args.tis_cap,
         vllm_gpu_memory_utilization=args.vllm_gpu_memory_utilization,
-        sampling_mode=args.sampling_mode, gen_batch=args.gen_batch,
+        sampling_mode=args.sampling_mode or ("batch" if cuda else "step"),
+        gen_batch=args.gen_batch,
         max_resample=args.max_resample, max_total_attempts=args.max_total_steps,
         pass_rate_sampler=args.pass_rate_sampler, pass_rate_scheme=args.pass_rate_scheme,
         max_useful_steps=args.max_useful_steps,
@@ -874,8 +881,10 @@ def main(variant: str, argv=None, *, reward_fn: RewardFn | None = None) -> int:
               f"G={cfg.num_generations}, {cfg.rollout_engine} rollouts, "
               f"{cfg.max_useful_steps} useful steps{ranks}, fingerprint {fingerprint}", flush=True)
     try:
+        sleep = vllm_sleep(args.vllm_sleep, model, cfg.vllm_gpu_memory_utilization,
+                           cfg.train_micro_batch, cfg.max_new_tokens)
         with make_engine(cfg.rollout_engine, model, tokenizer, source=cfg.model, seed=cfg.seed,
-                         max_new_tokens=cfg.max_new_tokens,
+                         max_new_tokens=cfg.max_new_tokens, sleep=sleep,
                          gpu_memory_utilization=cfg.vllm_gpu_memory_utilization) as engine:
             trainer = GRPOTrainer(cfg, model, tokenizer, rows, val_rows, reward_fn=reward_fn,
                                   settings=settings, fingerprint=fingerprint, engine=engine,

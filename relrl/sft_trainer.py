@@ -43,6 +43,7 @@ from relrl.checkpointing import (StopFlag, list_checkpoints, load_checkpoint, pr
 from relrl.cli import (ArgumentParser, UsageError, add_load_args, add_tolerance_rule_arg, env_default,
                        load_in_4bit_flag, positive_int)
 from relrl.data import atomic_write_json, atomic_write_jsonl, load_dataset, questions_fingerprint, read_json
+from relrl.engines import TOP_K_HELP
 from relrl.evaluation import EvalSettings, check_rows, progress_path
 from relrl.folds import kfold_by_group
 from relrl.grpo_trainer import warmup_cosine
@@ -574,6 +575,7 @@ def build_parser(default_model: str, default_output: str, about: str):
     g.add_argument("--eval-seed", type=int, default=0, help="evaluation seed (0)")
     g.add_argument("--eval-temperature", type=float, default=1.0, help="(1.0)")
     g.add_argument("--eval-top-p", type=float, default=0.95, help="(0.95)")
+    g.add_argument("--eval-top-k", type=int, default=0, help=TOP_K_HELP)
     g.add_argument("--eval-max-new-tokens", type=positive_int("--eval-max-new-tokens"),
                    default=None, help="(3072 on CUDA, 256 on a CPU)")
     g.add_argument("--eval-micro-batch", type=positive_int("--eval-micro-batch"), default=16,
@@ -603,11 +605,14 @@ def eval_settings_from_args(args):
         raise UsageError(f"--eval-temperature: must be > 0, got {args.eval_temperature}")
     if not 0 < args.eval_top_p <= 1:
         raise UsageError(f"--eval-top-p: must be in (0, 1], got {args.eval_top_p}")
+    if not args.eval_top_k >= 0:
+        raise UsageError(f"--eval-top-k: must be >= 1 (or 0: off), got {args.eval_top_k}")
     if not args.tolerance >= 0:
         raise UsageError(f"--tolerance: must be >= 0, got {args.tolerance}")
     max_new = args.eval_max_new_tokens or (3072 if torch.cuda.is_available() else 256)
     return EvalSettings(samples=args.eval_samples, seed=args.eval_seed,
                         temperature=args.eval_temperature, top_p=args.eval_top_p,
+                        top_k=args.eval_top_k,
                         max_new_tokens=max_new, tolerance=args.tolerance,
                         tolerance_rule=args.tolerance_rule,
                         micro_batch=args.eval_micro_batch)
