@@ -36,6 +36,7 @@ from relrl.cli import (ArgumentParser, UsageError, add_tolerance_rule_arg, posit
 from relrl.data import atomic_write_json, atomic_write_jsonl, load_dataset, read_json  # noqa: E402
 from relrl.evaluation import compare_models, with_records  # noqa: E402
 from relrl.guess_baselines import rescore, with_baselines  # noqa: E402
+from relrl.results_io import read_result, write_result  # noqa: E402
 from relrl.demo_report import SET_TITLES, build_report, slug, splice_results_md  # noqa: E402
 from relrl import replication_report, stage_inputs, stage_times  # noqa: E402
 from relrl.engines import ENGINES, default_engine  # noqa: E402
@@ -380,12 +381,12 @@ class Demo:
                     "dataset": _shown(self.work / "screen_holdout" / "mixed.jsonl")}
 
         for label in self.models():
-            pair = read_json(source / f"{slug(label)}.json")
+            pair = read_result(source / f"{slug(label)}.json")
             result = compare_models(subset(pair["base"]), subset(pair["finetuned"]))
             if "guess_baselines" in pair:  # the same fitted guesses, scored on the subset
                 block = rescore(pair["guess_baselines"], result["base"]["results"])
                 result = with_baselines(result, block)
-            atomic_write_json(dest / f"{slug(label)}.json", result)
+            write_result(dest / f"{slug(label)}.json", result)
 
     def eval_sets(self) -> dict[str, Path]:
         """The sets sampled; the held-out mixed-style set is taken from the holdout's results."""

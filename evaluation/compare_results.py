@@ -23,6 +23,7 @@ from relrl.cli import ArgumentParser, UsageError, run_main
 from relrl.data import (DatasetError, atomic_write_json, atomic_write_text, load_dataset, read_json,
                         read_text)
 from relrl.evaluation import difficulty_breakdown
+from relrl.results_io import read_result
 from relrl.guess_baselines import GUESSES, margin, score_baselines
 from relrl.result_plots import plot_run, plot_set
 from relrl.strata import MIN_ANSWERED, strata
@@ -68,7 +69,7 @@ def read_models(paths: list[str]) -> tuple[list[dict], str | None]:
     models: dict[str, dict] = {}
     pair_base = None
     for path in paths:
-        data = read_json(path)
+        data = read_result(path)
         if isinstance(data, dict) and data.get("kind") == "pair_result":
             sides = [_check_model_result(data.get("base"), path + " (base)"),
                      _check_model_result(data.get("finetuned"), path + " (finetuned)")]

@@ -17,9 +17,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from relrl import evaluation as ev
 from relrl.cli import ArgumentParser, UsageError, env_default, positive_int, run_main
-from relrl.data import atomic_write_json, load_dataset, read_json
+from relrl.data import atomic_write_json, load_dataset
 from relrl.folds import kfold_by_group
 from relrl.modeling import check_model_source
+from relrl.results_io import read_result, write_result
 
 DEFAULT_MODEL = "Qwen/Qwen2.5-7B-Instruct"
 
@@ -52,7 +53,7 @@ def summarize(folder: Path, folds: int, fold_seed: int) -> dict | None:
     paths = [folder / f"fold_{k}.json" for k in range(folds)]
     if not all(p.exists() for p in paths):
         return None
-    results = [read_json(p) for p in paths]
+    results = [read_result(p) for p in paths]
     for path, r in zip(paths, results):
         if (r.get("folds"), r.get("fold_seed"), r.get("model_path")) != \
                 (folds, fold_seed, results[0].get("model_path")):
@@ -98,8 +99,8 @@ def main(argv=None):
         generate = ev.model_generator(engine, tokenizer, settings)
         for k, run in runs.items():
             result = run.evaluate(generate)
-            atomic_write_json(folder / f"fold_{k}.json", {**result, "fold": k, "folds": args.folds,
-                                                          "fold_seed": args.fold_seed})
+            write_result(folder / f"fold_{k}.json", {**result, "fold": k, "folds": args.folds,
+                                                     "fold_seed": args.fold_seed})
     summary = summarize(folder, args.folds, args.fold_seed)
     if summary is not None:
         atomic_write_json(folder / "summary.json", summary)

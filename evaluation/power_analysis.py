@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 
 from relrl.clustered_stats import (estimate_variance_model, estimate_variance_model_k,  # noqa: E402
                                    groups_needed, min_detectable, power)
-from relrl.data import read_json  # noqa: E402
+from relrl.results_io import read_result  # noqa: E402
 
 EFFECT, TARGET_POWER, SEEDS = 0.05, 0.8, 3
 ALPHAS = (0.05, 0.01)
@@ -46,7 +46,7 @@ RETENTION_MODELS = ("sft_warm_start", "grpo_exp7_best", "grpo_exp10_best")
 
 
 def pairs(path: Path) -> tuple[list[dict], list[dict]]:
-    data = read_json(path)
+    data = read_result(path)
     if data.get("kind") != "pair_result":
         raise UsageError(f"{path}: not a pair result (base and fine-tuned) JSON")
     return data["base"]["results"], data["finetuned"]["results"]

@@ -11,6 +11,7 @@ from pathlib import Path
 from relrl import stage_times
 from relrl.data import read_json
 from relrl.evaluation import compare_models, load_model_result
+from relrl.results_io import pair_accuracies
 
 SET_TITLES = {
     "train": "Mixed training questions (in-distribution, as the study reported)",
@@ -79,6 +80,7 @@ def findings(out: Path) -> list[str]:
     ood_met = ood["p"] >= ALPHA or ood["delta"] > 0
     sft_ood, sft_hold = _row(out, "ood", "SFT warm start"), _row(out, "holdout", "SFT warm start")
     warm = _head_to_head(out, "heldout", "GRPO exp10 best", "GRPO exp7 best")
+    exp10_acc, exp7_acc, warm_gain = pair_accuracies(warm)
     best, final = (_row(out, "heldout", f"GRPO exp7 {k}") for k in ("best", "final"))
     stats = read_json(out / "grpo_exp7" / "statistics.json")
     return [
@@ -93,9 +95,9 @@ def findings(out: Path) -> list[str]:
         f"{_effect(sft_hold['delta'], sft_hold['p'])}. The study reported a significant loss on its "
         "holdout (-20.4 points, p = 0.019).",
         f"- **Warm start**: on held-out mixed-style questions exp7 (SFT then GRPO) "
-        f"{100 * warm['ft_accuracy']:.1f}% against exp10 (GRPO alone) {100 * warm['base_accuracy']:.1f}%, "
+        f"{100 * exp7_acc:.1f}% against exp10 (GRPO alone) {100 * exp10_acc:.1f}%, "
         f"{_test_name(warm)} between the two p = {warm['p_value']:.3g}: "
-        f"{_effect(warm['delta'], warm['p_value'])} "
+        f"{_effect(warm_gain, warm['p_value'])} "
         "from the warm start. The study found exp10 no better than its base in distribution "
         "(+0.4 points) and exp7 better (+7.5 points at its best checkpoint).",
         f"- **Peak before the last step**: exp7's best validation accuracy came at step "

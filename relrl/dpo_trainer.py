@@ -26,12 +26,13 @@ import torch
 from relrl import distributed
 from relrl.checkpointing import prepare_output_dir, run_fingerprint
 from relrl.cli import ArgumentParser, UsageError, add_load_args, env_default, load_in_4bit_flag, positive_int
-from relrl.data import DatasetError, atomic_write_json, atomic_write_jsonl, question_id, read_json, read_records
+from relrl.data import DatasetError, atomic_write_json, atomic_write_jsonl, question_id, read_records
 from relrl.dpo_loss import LOSS_TYPES, dpo_loss
 from relrl.logprobs import completion_logprobs
 from relrl.modeling import attach_lora, check_model_source, device_of, reference_policy, save_adapter
 from relrl.models import load_model
 from relrl.prompting import build_prompt, build_training_text
+from relrl.results_io import read_result
 from relrl.sft_data import collate, encode
 from relrl.sft_trainer import LOG_FILE, STATS_FILE, EpochTrainer, LoopConfig
 from relrl.tracking import RUN_FILES as TRACKING_FILES, add_report_to_arg, open_tracker
@@ -69,7 +70,7 @@ def pairs_from_results(paths: list[str], max_per_question: int | None) -> tuple[
     questions: dict[str, tuple[str, str]] = {}  # id -> (question, first file)
     pool: dict[str, list[dict]] = {}
     for path in paths:
-        data = read_json(path)
+        data = read_result(path)
         if not isinstance(data, dict) or data.get("kind") not in RESULT_KINDS:
             raise DatasetError(f"{path}: not a screening, model result or pair result JSON")
         for record in _records(data):

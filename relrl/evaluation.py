@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from relrl import results_io
 from relrl.cli import (UsageError, add_load_args, add_tolerance_rule_arg, env_default, parse_shard,
                        positive_int)
-from relrl.data import (DatasetError, ProgressFile, atomic_write_json, load_dataset,
-                        questions_fingerprint, read_json)
+from relrl.data import DatasetError, ProgressFile, load_dataset, questions_fingerprint
 from relrl.engines import TOP_K_HELP, Engine, SamplingConfig, add_engine_args, question_seed
 from relrl.grading import grade, target_kind_of
 from relrl.guess_baselines import describe, score_baselines, with_baselines
@@ -223,8 +223,10 @@ def settings_of(result: dict) -> EvalSettings:
 _SLIM = ("id", "target", "extracted", "value", "correct", "truncated", "pass_count", "samples")
 
 
-def compare_models(base: dict, ft: dict, *, n_boot: int = 10_000) -> dict:
-    """The paired comparison file: the study's field names, then both model results.
+def compare_models(base: dict, ft: dict, *, n_boot: int = 10_000, run_name: str | None = None) -> dict:
+    """The paired comparison file: the study's fields in its units (results_io.study_fields;
+    `run_name` defaults to the fine-tuned model's label), then both model results, whose
+    `accuracy` are the exact fractions (read them with results_io.pair_accuracies).
 
     With one sample per question the test is McNemar's (exact binomial p as `mcnemar_p`, the
     corrected chi-square beside it). With K > 1, `paired_test` (the exact sign-flip permutation
@@ -242,8 +244,8 @@ def compare_models(base: dict, ft: dict, *, n_boot: int = 10_000) -> dict:
     return {
         "kind": "pair_result",
         "dataset": ft["dataset"], "fingerprint": ft["fingerprint"], "n": ft["n"],
-        "base_accuracy": base["accuracy"], "ft_accuracy": ft["accuracy"],
-        "delta": ft["accuracy"] - base["accuracy"],
+        **results_io.study_fields(base["accuracy"], ft["accuracy"], n=ft["n"],
+                                  run_name=run_name or ft["model"], lora_path=ft["adapter"]),
         "mcnemar_b01": b01, "mcnemar_b10": b10, "mcnemar_p": mc["exact_p"],
         "mcnemar_chi2": mc["chi2"], "mcnemar_chi2_p": mc["chi2_p"],
         "test": "mcnemar_exact" if one_sample else "paired_permutation",
@@ -266,7 +268,7 @@ def check_same_questions(a: dict, b: dict, a_name: str, b_name: str) -> None:
 
 def load_model_result(path: str | Path, role: str = "base") -> dict:
     """A model result from a result file: a model result itself, or one side of a pair file."""
-    data = read_json(path)
+    data = results_io.read_result(path)
     if isinstance(data, dict) and data.get("kind") == "pair_result":
         data = data["base" if role == "base" else "finetuned"]
     if not isinstance(data, dict) or data.get("kind") not in ("model_result", "screening") \
@@ -326,7 +328,7 @@ def load_shards(output: str | Path, fingerprint: str) -> list[dict]:
         path = shard_path(output, index, count)
         if not path.exists():
             raise UsageError(f"--merge: {path} is missing (run shard {index}/{count} first)")
-        data = read_json(path)
+        data = results_io.read_result(path)
         info = data.get("shard") if isinstance(data, dict) else None
         if not info or info.get("index") != index or info.get("count") != count:
             raise DatasetError(f"{path}: not shard {index}/{count} of a run")
@@ -480,7 +482,7 @@ def write_result(path: str | Path, result: dict, shard: tuple[int, int] | None =
         result = {**result, "shard": {"index": shard[0], "count": shard[1],
                                       "dataset_fingerprint": fingerprint}}
         path = shard_path(path, *shard)
-    atomic_write_json(path, result)
+    results_io.write_result(path, result)
     return path
 
 
@@ -578,7 +580,7 @@ def run_cli(args, rows: list[dict]) -> int:
             ft = merged_model_result(rows, [s["finetuned"] for s in shards], "fine-tuned")
             base = with_records(base_file, base_file["results"]) if base_file else \
                 merged_model_result(rows, [s["base"] for s in shards], "base")
-            result = compare_models(base, ft)
+            result = compare_models(base, ft, run_name=env_default("RUN_NAME", None))
         write_result(output, add_baselines(result, rows, train_rows, settings, args.baseline_train))
         print(f"merged {len(shards)} shards into {output}")
         return 0
@@ -611,8 +613,9 @@ def run_cli(args, rows: list[dict]) -> int:
             base = with_records(base_file, [r for r in base_file["results"] if str(r["id"]) in ids])
         result = base
         if ft_run is not None:
-            result = compare_models(base, ft_run.evaluate(generate))
-            print(f"delta {100 * result['delta']:+.1f}pp, b01={result['mcnemar_b01']} "
+            result = compare_models(base, ft_run.evaluate(generate),
+                                    run_name=env_default("RUN_NAME", None))
+            print(f"delta {result['delta']:+.1f}pp, b01={result['mcnemar_b01']} "
                   f"b10={result['mcnemar_b10']}, {result['test']} p={result['p_value']:.3g}")
     if shard[1] == 1:  # a shard's part is not the evaluated set: --merge scores the whole
         result = add_baselines(result, part, train_rows, settings, args.baseline_train)

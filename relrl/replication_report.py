@@ -19,6 +19,7 @@ from relrl import stage_times
 from relrl.clustered_stats import compare_groups, group_differences, min_detectable
 from relrl.data import read_json
 from relrl.guess_baselines import GUESSES, fitted_from_block, guess_outcomes
+from relrl.results_io import read_result
 from relrl.stats import holm
 
 PRIMARY = ("heldout", "GRPO exp7 best", "base")  # (set, model, against)
@@ -55,8 +56,8 @@ def records(seed_dir: Path, set_name: str, model: str) -> list[dict]:
     (they share one base run)."""
     folder = seed_dir / "eval" / set_name
     if model == "base":
-        return read_json(next(iter(sorted(folder.glob("*.json")))))["base"]["results"]
-    return read_json(folder / f"{slug(model)}.json")["finetuned"]["results"]
+        return read_result(next(iter(sorted(folder.glob("*.json")))))["base"]["results"]
+    return read_result(folder / f"{slug(model)}.json")["finetuned"]["results"]
 
 
 def comparison(dirs: dict[int, Path], set_name: str, model: str, against: str) -> dict:
@@ -187,7 +188,7 @@ def guess_baselines(dirs: dict[int, Path]) -> dict:
         folders = {seed: d / "eval" / set_name for seed, d in dirs.items()}
         if not all(f.is_dir() and any(f.glob("*.json")) for f in folders.values()):
             continue
-        blocks = {seed: read_json(next(iter(sorted(f.glob("*.json"))))).get("guess_baselines")
+        blocks = {seed: read_result(next(iter(sorted(f.glob("*.json"))))).get("guess_baselines")
                   for seed, f in folders.items()}
         if not all(blocks.values()):
             continue

@@ -42,7 +42,7 @@ from relrl.checkpointing import (StopFlag, list_checkpoints, load_checkpoint, pr
                                  run_fingerprint, save_checkpoint)
 from relrl.cli import (ArgumentParser, UsageError, add_load_args, add_tolerance_rule_arg, env_default,
                        load_in_4bit_flag, positive_int)
-from relrl.data import atomic_write_json, atomic_write_jsonl, load_dataset, questions_fingerprint, read_json
+from relrl.data import atomic_write_json, atomic_write_jsonl, load_dataset, questions_fingerprint
 from relrl.engines import TOP_K_HELP
 from relrl.evaluation import EvalSettings, check_rows, progress_path
 from relrl.folds import kfold_by_group
@@ -51,6 +51,7 @@ from relrl.logprobs import completion_logprobs
 from relrl.modeling import attach_lora, check_model_source, device_of, reference_policy, save_adapter
 from relrl.models import load_model
 from relrl.sft_data import build_examples, collate_examples, optimizer_batches
+from relrl.results_io import pair_accuracies, read_result, records_path, write_result
 from relrl.stats import mcnemar
 from relrl.tracking import RUN_FILES as TRACKING_FILES, Tracker, add_report_to_arg, open_tracker
 
@@ -356,8 +357,9 @@ class FoldPlan:
 def run_files() -> tuple[str, ...]:
     """Files in a fold folder that --overwrite clears along with its checkpoints."""
     target = Path(EVAL_FILE)
-    return (LOG_FILE, STATS_FILE, EVAL_FILE, progress_path(target, "base").name,
-            progress_path(target, "finetuned").name, *TRACKING_FILES)
+    return (LOG_FILE, STATS_FILE, EVAL_FILE, records_path(target).name,
+            progress_path(target, "base").name, progress_path(target, "finetuned").name,
+            *TRACKING_FILES)
 
 
 def plan_runs(cfg: SFTConfig, rows: list[dict], output_dir: Path, *, folds: int, fold: int | None,
@@ -441,9 +443,9 @@ def evaluate_fold(cfg: SFTConfig, plan: FoldPlan, model, tokenizer, settings, *,
     pair = {**ev.compare_models(base, ft), "fold": int(plan.name.split("_")[1]), "folds": folds,
             "fold_seed": fold_seed, "train_n": len(plan.train_rows),
             "adapter": str(plan.adapter_dir)}
-    atomic_write_json(target, pair)
-    print(f"{plan.name}: base {pair['base_accuracy']:.3f} -> sft {pair['ft_accuracy']:.3f} "
-          f"(delta {100 * pair['delta']:+.1f}pp, b01={pair['mcnemar_b01']} "
+    write_result(target, pair)
+    print(f"{plan.name}: base {pair['base_accuracy']:.1f}% -> sft {pair['ft_accuracy']:.1f}% "
+          f"(delta {pair['delta']:+.1f}pp, b01={pair['mcnemar_b01']} "
           f"b10={pair['mcnemar_b10']}, McNemar p={pair['mcnemar_p']:.3g}) on {pair['n']} held-out "
           f"questions", flush=True)
     return pair
@@ -461,7 +463,7 @@ def _spread(values: list[float]) -> dict:
 def summarize(output_dir: Path, folds: int) -> dict | None:
     """The cross-validation summary from the fold files on disk (None when there are none)."""
     found = [(k, output_dir / f"fold_{k}" / EVAL_FILE) for k in range(folds)]
-    pairs = [(k, read_json(path)) for k, path in found if path.exists()]
+    pairs = [(k, read_result(path)) for k, path in found if path.exists()]
     if not pairs:
         return None
     runs = {(p["folds"], p["fold_seed"], p["dataset"], p["base"]["samples"]) for _, p in pairs}
@@ -471,7 +473,7 @@ def summarize(output_dir: Path, folds: int) -> dict | None:
     per_fold = [{
         "fold": k, "n": p["n"], "train_n": p["train_n"],
         "base_correct": p["base"]["correct"], "sft_correct": p["finetuned"]["correct"],
-        "base_accuracy": p["base_accuracy"], "sft_accuracy": p["ft_accuracy"], "delta": p["delta"],
+        **dict(zip(("base_accuracy", "sft_accuracy", "delta"), pair_accuracies(p))),
         "mcnemar_b01": p["mcnemar_b01"], "mcnemar_b10": p["mcnemar_b10"],
         "mcnemar_p": p["mcnemar_p"], "adapter": p["adapter"],
         "file": str(output_dir / f"fold_{k}" / EVAL_FILE)} for k, p in pairs]
@@ -669,8 +671,9 @@ def _train_and_score(cfg, args, rows, output_dir: Path, folds: int, settings) ->
             if not args.train_all and main:  # scoring the fold is rank 0's; the others wait
                 pair = evaluate_fold(cfg, plan, trained["model"], tokenizer, settings,
                                      folds=folds, fold_seed=args.fold_seed)
-                tracker.log({"heldout": {k: pair[k] for k in ("base_accuracy", "ft_accuracy",
-                                                              "delta", "mcnemar_p")}},
+                tracker.log({"heldout": {**dict(zip(("base_accuracy", "ft_accuracy", "delta"),
+                                                    pair_accuracies(pair))),
+                                         "mcnemar_p": pair["mcnemar_p"]}},
                             trained["result"]["steps"])
         finally:
             tracker.close()

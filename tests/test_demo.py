@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from conftest import ROOT
+from relrl.results_io import read_result
 
 # The whole FAST demo runs in the first test's setup: pytest-timeout's limit (pytest.ini, 900 s)
 # must cover it on a loaded machine, as the subprocess timeout below does.
@@ -93,8 +94,8 @@ def test_heldout_results_are_the_holdout_results_on_the_mixed_questions(fast_dem
                            "--max-new-tokens", "160", "--output", str(direct)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    derived = json.loads((out / "eval" / "heldout" / "sft_warm_start.json").read_text())
-    direct = json.loads(direct.read_text())
+    derived = read_result(out / "eval" / "heldout" / "sft_warm_start.json")
+    direct = read_result(direct)
     keys = ("id", "response", "correct", "base_score")
     for side in ("base", "finetuned"):
         assert [{k: r[k] for k in keys} for r in derived[side]["results"]] == \

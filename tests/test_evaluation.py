@@ -11,6 +11,7 @@ from eval_helpers import ROOT, adapter, fake_generate, load_script, one_thread, 
 from relrl import evaluation as ev
 from relrl.cli import UsageError
 from relrl.data import DatasetError, load_dataset, questions_fingerprint
+from relrl.results_io import pair_accuracies, read_result
 from relrl.stats import mcnemar
 from waiting import wait_until
 
@@ -135,8 +136,10 @@ def test_compare_models_reports_the_studys_fields(tmp_path):
     b10 = sum(x and not y for x, y in zip(b, f))
     assert (pair["mcnemar_b01"], pair["mcnemar_b10"]) == (b01, b10)
     assert pair["mcnemar_p"] == mcnemar(b01, b10)["exact_p"] == pair["p_value"]
-    assert pair["delta"] == pytest.approx(ft["accuracy"] - base["accuracy"])
-    assert pair["bootstrap_ci"]["low"] <= pair["delta"] <= pair["bootstrap_ci"]["high"]
+    assert ft["accuracy"] != base["accuracy"]
+    assert pair["delta"] == round(100 * ft["accuracy"] - 100 * base["accuracy"], 1)  # points
+    assert pair_accuracies(pair) == (base["accuracy"], ft["accuracy"], ft["accuracy"] - base["accuracy"])
+    assert pair["bootstrap_ci"]["low"] <= pair_accuracies(pair)[2] <= pair["bootstrap_ci"]["high"]
     assert pair["base_results"][0]["correct"] == b[0] and "response" not in pair["base_results"][0]
     assert pair["base"] == base and pair["finetuned"] == ft
     other = run_fake(rows[:-1], settings())
@@ -165,7 +168,7 @@ def test_evaluate_single_writes_the_pair_file(tmp_path, adapter, capsys):
     code, stdout, _ = run_script("evaluate_single", [*FAST, "--adapter", adapter, "--dataset", data,
                                                      "--output", out], capsys)
     assert code == 0 and "mcnemar_exact p=" in stdout
-    pair = json.loads(out.read_text())
+    pair = read_result(out)
     for key in ("base_accuracy", "ft_accuracy", "delta", "mcnemar_b01", "mcnemar_b10", "mcnemar_p",
                 "base_results", "ft_results", "mcnemar_chi2_p", "bootstrap_ci"):
         assert key in pair
@@ -188,7 +191,7 @@ def test_three_shards_and_merge_equal_one_run(tmp_path, adapter, capsys):
         assert ev.shard_path(merged, i, 3).exists()
     assert not merged.exists()
     assert run_script("evaluate_single", [*common, "--output", merged, "--merge"], capsys)[0] == 0
-    a, b = json.loads(whole.read_text()), json.loads(merged.read_text())
+    a, b = read_result(whole), read_result(merged)
     for side in ("base", "finetuned"):
         for x, y in zip(a[side]["results"], b[side]["results"], strict=True):
             assert x == y  # question by question
@@ -244,7 +247,7 @@ def test_finetuned_only_reuses_base_results(tmp_path, adapter, capsys):
     code, _, _ = run_script("evaluate_finetuned_only", [*common, "--base-results", pair_path,
                                                         "--output", only], capsys)
     assert code == 0
-    pair, again = json.loads(pair_path.read_text()), json.loads(only.read_text())
+    pair, again = read_result(pair_path), read_result(only)
     assert again["finetuned"]["results"] == pair["finetuned"]["results"]
     assert again["base"]["results"] == pair["base"]["results"]
     assert again["mcnemar_p"] == pair["mcnemar_p"]
@@ -265,13 +268,13 @@ def test_gsm8k_local_jsonl_and_parquet(tmp_path, adapter, capsys):
     code, _, _ = run_script("evaluate_gsm8k", [*FAST, "--dataset", sample, "--adapter", adapter,
                                                "--output", out], capsys)
     assert code == 0
-    pair = json.loads(out.read_text())
+    pair = read_result(out)
     assert pair["n"] == 5 and pair["base"]["tolerance"] == 0.0
     assert [r["target"] for r in pair["base"]["results"]] == ["2700", "6", "6.5", "-7", "187"]
     base_only = tmp_path / "gsm_base.json"
     assert run_script("evaluate_gsm8k", [*FAST, "--dataset", sample, "--output", base_only],
                       capsys)[0] == 0
-    assert json.loads(base_only.read_text())["results"] == pair["base"]["results"]
+    assert read_result(base_only)["results"] == pair["base"]["results"]
 
 
 def test_baseline_per_fold_matches_the_group_split(tmp_path, capsys):
@@ -287,7 +290,7 @@ def test_baseline_per_fold_matches_the_group_split(tmp_path, capsys):
     split = kfold_by_group(rows, 3, 0)
     summary = json.loads((out / "summary.json").read_text())
     for k in range(3):
-        fold = json.loads((out / f"fold_{k}.json").read_text())
+        fold = read_result(out / f"fold_{k}.json")
         assert [r["id"] for r in fold["results"]] == [rows[i]["id"] for i in split[k]]
         assert summary["per_fold"][k] == {"fold": k, "n": fold["n"], "correct": fold["correct"],
                                           "accuracy": fold["accuracy"]}
@@ -399,6 +402,7 @@ def test_group_aware_folds():
 
 STUDY_FIELDS = ("base_accuracy", "ft_accuracy", "delta", "mcnemar_b01", "mcnemar_b10",
                 "mcnemar_p", "base_results", "ft_results")
+STUDY_SUMMARY = ("base_accuracy", "ft_accuracy", "delta", "n_questions", "run_name", "lora_path")
 
 
 def study_env(monkeypatch, **values):
@@ -419,18 +423,25 @@ def test_the_studys_environment_variables_write_eval_run_name_json(tmp_path, ada
     written = out_dir / "eval_exp7_ckpt80.json"
     assert f"wrote {written}" in stdout and sorted(p.name for p in out_dir.iterdir() if
                                                   p.suffix == ".json") == [written.name]
-    pair = json.loads(written.read_text())
+    pair = read_result(written)
     assert all(key in pair for key in STUDY_FIELDS)
     assert len(pair["base_results"]) == len(pair["ft_results"]) == 4
     assert pair["finetuned"]["adapter"] == str(adapter)
-    assert pair["delta"] == pytest.approx(pair["ft_accuracy"] - pair["base_accuracy"])
+    # the plain file as a study user's table script reads it: percent to 0.1, delta in points
+    plain = json.loads(written.read_text())
+    base, ft = pair["base"]["accuracy"], pair["finetuned"]["accuracy"]
+    assert {k: plain[k] for k in STUDY_SUMMARY} == {
+        "base_accuracy": round(100 * base, 1), "ft_accuracy": round(100 * ft, 1),
+        "delta": round(100 * ft - 100 * base, 1), "n_questions": 4, "run_name": "exp7_ckpt80",
+        "lora_path": str(adapter)}
+    assert plain["schema_version"] == 2 and pair_accuracies(plain) == (base, ft, ft - base)
 
     # evaluate_finetuned_only with the same variables and the base from that file
     study_env(monkeypatch, LORA_PATH=adapter, DATASET_PATH=data, OUTPUT_DIR=out_dir,
               RUN_NAME="exp7_ckpt80_ft")
     code, _, err = run_script("evaluate_finetuned_only", [*FAST, "--base-results", written], capsys)
     assert code == 0, err
-    again = json.loads((out_dir / "eval_exp7_ckpt80_ft.json").read_text())
+    again = read_result(out_dir / "eval_exp7_ckpt80_ft.json")
     assert all(key in again for key in STUDY_FIELDS) and again["mcnemar_p"] == pair["mcnemar_p"]
 
 

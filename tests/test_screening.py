@@ -6,6 +6,7 @@ import pytest
 from eval_helpers import fake_generate, one_thread, run_script, write_rows  # noqa: F401 (fixture)
 from relrl import evaluation as ev
 from relrl.data import load_dataset
+from relrl.results_io import read_result
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def test_screening_splits_mixed_from_non_mixed(tmp_path, capsys, fake_model):
     data = write_rows(tmp_path / "d.jsonl", 16, base_score=False, groups=8)
     code, out, stdout, _ = screen(tmp_path, data, capsys)
     assert code == 0
-    summary = json.loads((out / "screening.json").read_text())
+    summary = read_result(out / "screening.json")
     assert summary["kind"] == "screening" and summary["samples"] == 4
     assert summary["settings"]["temperature"] == 0.8  # the study's screening temperature
     records = {r["id"]: r for r in summary["results"]}

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from relrl.results_io import read_result
 from slurm_gate import ci_started_a_cluster, cluster_unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -157,8 +158,8 @@ def test_screening_array_and_merge_equal_one_unsharded_run(work, questions, scre
         assert read_jsonl(screened / name) == read_jsonl(whole / name), name
     mixed = read_jsonl(whole / "mixed.jsonl")
     assert mixed, "the tiny model should get some questions partly right"
-    sharded = json.loads((screened / "screening.json").read_text())
-    single = json.loads((whole / "screening.json").read_text())
+    sharded = read_result(screened / "screening.json")
+    single = read_result(whole / "screening.json")
     assert [(r["id"], r["pass_count"]) for r in sharded["results"]] == \
         [(r["id"], r["pass_count"]) for r in single["results"]]
 
