@@ -120,9 +120,10 @@ def vllm_sleep(mode: str, model, vllm_share: float, micro_batch: int, max_new_to
     if not cuda or mode != "auto":
         return sleep_needed(mode, cuda=cuda, total=0, vllm_share=vllm_share, trainer_peak=0)
     config = model.config
+    tokens = micro_batch * (max_new_tokens + PROMPT_TOKENS)
     peak = update_peak_bytes(torch.cuda.memory_allocated(), vllm_engine.adapter_bytes(model),
                              config.num_hidden_layers, config.hidden_size,
-                             config.intermediate_size, micro_batch * (max_new_tokens + PROMPT_TOKENS))
+                             getattr(config, "intermediate_size", 4 * config.hidden_size), tokens)
     total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
     return sleep_needed(mode, cuda=cuda, total=total, vllm_share=vllm_share, trainer_peak=peak)
 

@@ -112,6 +112,18 @@ def test_auto_sleeps_only_when_both_do_not_fit(total, share, peak, expected):
                                trainer_peak=peak) is expected
 
 
+def test_auto_reads_the_gpu_and_what_the_trainer_holds(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda index: types.SimpleNamespace(total_memory=80 * GB))
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a: 40 * GB)
+    model, _ = load_builtin("tiny-random")  # its activations and adapter are negligible here
+    assert not models.vllm_sleep("auto", model, 0.35, 4, 3072)  # 28 + 40 GB < 72 GB
+    assert models.vllm_sleep("auto", model, 0.45, 4, 3072)  # 36 + 40 GB > 72 GB
+    assert not models.vllm_sleep("off", model, 0.9, 4, 3072)
+
+
 def test_on_and_off_are_obeyed_and_the_cpu_never_sleeps():
     args = dict(total=80 * GB, vllm_share=0.35, trainer_peak=GB)
     assert models.sleep_needed("on", cuda=True, **args)

@@ -5,12 +5,13 @@
   a call (checked on the CPU; on a GPU vLLM does not promise batch-invariant kernels, see
   README). The tokens differ from the HF engine's: the same distribution, other random draws.
 - Log-probs: vLLM's default logprobs_mode, "raw_logprobs", is the log-softmax of the model's
-  logits before temperature and top-p: what the trainer's old_logp is. Each completion carries
-  the sampled tokens' values for truncated importance sampling (relrl.grpo_loss).
+  logits before temperature, top-k and top-p: what the trainer's old_logp is. Each completion
+  carries the sampled tokens' values for truncated importance sampling (relrl.grpo_loss).
 - LoRA sync: sync_adapter(model) writes the adapter to a RAM-backed temporary folder
   (/dev/shm when it has room for two copies of the adapter, else the system's temporary
-  folder) and the next request names it with a new LoRARequest id; the old one is dropped. A frozen evaluation adapter is served from its own folder; base_policy()
-  sends requests without a LoRARequest.
+  folder) and the next request names it with a new LoRARequest id; the old one is dropped. A
+  frozen evaluation adapter is served from its own folder; base_policy() sends requests
+  without a LoRARequest.
 - Keyword arguments (engine_kwargs, a pure function): a 4-bit policy is sampled in 4-bit
   (quantization="bitsandbytes": vLLM quantizes a full-precision checkpoint in flight as the
   trainer did; since vLLM 0.28 this needs the vllm-bnb-plugin package); under torchrun or srun
