@@ -17,7 +17,7 @@ LAYERS = [
     ("pure logic", {"relrl", "relrl.cli", "relrl.grading", "relrl.stats", "relrl.clustered_stats",
                     "relrl.prompting", "relrl.dynamic_sampling", "relrl.grpo_loss", "relrl.dpo_loss",
                     "relrl.retention", "relrl.rewards", "relrl.folds", "relrl.tools",
-                    "relrl.tools.calculator"}),
+                    "relrl.tools.calculator", "relrl.strata"}),
     ("data and model loading", {"relrl.data", "relrl.checkpointing", "relrl.distributed",
                                 "relrl.tracking", "relrl.api_client", "relrl.verl_export",
                                 "relrl.modeling", "relrl.logprobs", "relrl.sft_data",
@@ -27,7 +27,7 @@ LAYERS = [
     ("models by name", {"relrl.models"}),
     ("trainers and evaluation runner", {"relrl.evaluation", "relrl.grpo_trainer", "relrl.sft_trainer",
                                         "relrl.dpo_trainer"}),
-    ("reports", {"relrl.demo_report", "relrl.replication_report"}),
+    ("reports", {"relrl.demo_report", "relrl.replication_report", "relrl.reanalysis"}),
 ]
 
 
