@@ -110,8 +110,9 @@ def our_loop(args, rows, reward_fn, **overrides):
     model, tok = policy(args)
     tokens = {"n": 0}
     with tempfile.TemporaryDirectory() as out:
-        settings = dict(model=args.model, output_dir=out, num_generations=args.G,
-                        max_new_tokens=args.max_new_tokens, max_useful_steps=args.steps,
+        settings = dict(model=args.model, reward=args.reward, output_dir=out,
+                        num_generations=args.G, max_new_tokens=args.max_new_tokens,
+                        max_useful_steps=args.steps,
                         max_total_attempts=args.max_attempts, learning_rate=args.learning_rate,
                         save_every=10**6, train_micro_batch=args.train_micro_batch)
         cfg = GRPOConfig(**{**settings, **overrides})

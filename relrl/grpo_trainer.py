@@ -3,9 +3,10 @@
 One optimiser update (`GRPOTrainer.run`):
   1. draw questions and sample G completions for each in one call to the rollout engine
      (relrl.engines: batched HF generate, or vLLM with the adapter synced after every update);
-  2. score them (relrl.grading, or an injected reward) and keep only groups whose rewards
-     differ (relrl.dynamic_sampling) until the training batch holds `grad_accum` groups:
-     each kept group is one "useful step", as the study counted them;
+  2. score them (relrl.grading, or an injected reward) and keep only groups with some answers
+     right and some wrong (relrl.dynamic_sampling; --informative-by reward: whose rewards
+     differ, the study's rule) until the training batch holds `grad_accum` groups: each kept
+     group is one "useful step", as the study counted them;
   3. advantages within each group (relrl.grpo_loss.group_advantages);
   4. `num_iterations` passes over the batch: clipped surrogate against the rollout policy (the
      trainer's own log-probs, with truncated importance sampling on trainer/sampler when the
@@ -41,8 +42,8 @@ from relrl.checkpointing import (StopFlag, load_checkpoint, prepare_output_dir, 
 from relrl.cli import (ArgumentParser, UsageError, add_load_args, add_tolerance_rule_arg,
                        env_default, load_in_4bit_flag, positive_int)
 from relrl.data import atomic_write_json, atomic_write_jsonl, load_dataset, questions_fingerprint
-from relrl.dynamic_sampling import (SCHEMES, WASTE_KINDS, CollectionStopped, DynamicSampler, Group,
-                                    QuestionSampler)
+from relrl.dynamic_sampling import (INFORMATIVE_BY, SCHEMES, WASTE_KINDS, CollectionStopped,
+                                    DynamicSampler, Group, QuestionSampler)
 from relrl.engines import (DEFAULT_VLLM_MEMORY, ENGINES, TOP_K_HELP, Engine, SamplingConfig,
                            add_engine_args, add_sleep_arg, check_memory_fraction, question_seed,
                            require_vllm, sample_seed)
@@ -94,6 +95,9 @@ class GRPOConfig:
     max_total_attempts: int = 1000  # groups generated over the whole run
     pass_rate_sampler: bool = False
     pass_rate_scheme: str = "plug-in"  # or "predictive" (relrl.dynamic_sampling.SCHEMES)
+    # which groups train (relrl.dynamic_sampling): "correct", or "reward" (the study's rule);
+    # None: "correct", but "reward" for the toy digit-share reward, which is never right
+    informative_by: str | None = None
     # optimisation
     max_useful_steps: int = 200
     learning_rate: float = 1e-5
@@ -117,6 +121,10 @@ class GRPOConfig:
     val_every: int = 20
     val_samples: int = 1  # completions per validation question (accuracy over all of them)
     patience: int = 0  # stop after this many validations without a new best (0: never)
+
+    def __post_init__(self):
+        if self.informative_by is None:
+            self.informative_by = "reward" if self.reward == "digit-share" else "correct"
 
     def check(self) -> None:
         """Refuse impossible settings, naming the flag, before anything is loaded."""
@@ -144,6 +152,7 @@ class GRPOConfig:
         need(self.advantage in ADVANTAGE_MODES, "--advantage", f"one of {ADVANTAGE_MODES}")
         need(self.aggregation in AGGREGATIONS, "--aggregation", f"one of {AGGREGATIONS}")
         need(self.sampling_mode in ("step", "batch"), "--sampling-mode", "step or batch")
+        need(self.informative_by in INFORMATIVE_BY, "--informative-by", "correct or reward")
         need(self.reward in ("grader", "digit-share"), "--reward", "grader or digit-share")
         for name in ("max_new_tokens", "gen_micro_batch", "gen_batch", "max_resample",
                      "max_total_attempts", "max_useful_steps", "grad_accum", "num_iterations",
@@ -170,6 +179,8 @@ class GRPOConfig:
                              ("tolerance_rule", "study"), ("top_k", 0)):
             if out[key] == default:
                 out.pop(key)
+        if out["informative_by"] == "reward":  # as runs from before the option judged groups
+            out.pop("informative_by")
         if self.sft_adapter:  # the warm-start adapter brings its own rank and alpha
             out.pop("lora_r"), out.pop("lora_alpha")
         return out
@@ -251,7 +262,8 @@ class GRPOTrainer:
                     self.questions.record(i, row["base_score"], int(row.get("base_samples", 4)))
         self.sampler = DynamicSampler(
             self.rollout, self.questions, mode=cfg.sampling_mode, gen_batch=cfg.gen_batch,
-            max_attempts_per_step=cfg.max_resample, max_total_attempts=cfg.max_total_attempts)
+            max_attempts_per_step=cfg.max_resample, max_total_attempts=cfg.max_total_attempts,
+            informative_by=cfg.informative_by)
         self.updates = 0
         self.stats = {"losses": [], "rewards_per_step": [], "n_correct_per_step": [],
                       "val_history": []}
@@ -730,6 +742,11 @@ def build_parser(variant: str):
     g.add_argument("--max-total-steps", type=positive_int("--max-total-steps"),
                    default=env_default("MAX_TOTAL_STEPS", d.max_total_attempts, int),
                    help="cap on groups generated, useful or not (env MAX_TOTAL_STEPS; 1000)")
+    g.add_argument("--informative-by", choices=INFORMATIVE_BY, default=None,
+                   help="which groups train: correct (default): some of the G answers right and "
+                   "some wrong; reward: any two rewards differ, the study's rule, under which a "
+                   "group told apart only by format or partial credit trains too (the default "
+                   "with --reward digit-share, whose answers are never right)")
     g.add_argument("--pass-rate-sampler", action="store_true",
                    help="prefer questions whose recent pass rate makes an informative group likely")
     g.add_argument("--pass-rate-scheme", choices=SCHEMES, default=d.pass_rate_scheme,
@@ -816,6 +833,7 @@ def config_from_args(args, variant: str) -> GRPOConfig:
         gen_batch=args.gen_batch,
         max_resample=args.max_resample, max_total_attempts=args.max_total_steps,
         pass_rate_sampler=args.pass_rate_sampler, pass_rate_scheme=args.pass_rate_scheme,
+        informative_by=args.informative_by,
         max_useful_steps=args.max_useful_steps,
         learning_rate=args.learning_rate, weight_decay=args.weight_decay,
         warmup_ratio=args.warmup_ratio, grad_accum=args.grad_accum,

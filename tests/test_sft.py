@@ -300,7 +300,7 @@ def test_fold_adapter_is_grpo_exp7_warm_start(fold_run, tmp_path):
     argv = ["--model", "tiny-random", "--dataset", str(fold_run / "train.jsonl"),
             "--sft-adapter", str(adapters), "--fold", "1", "--output-dir", str(tmp_path / "g"),
             "--max-useful-steps", "1", "--grad-accum", "1", "--max-new-tokens", "8",
-            "--max-total-steps", "20", "--learning-rate", "1e-3"]
+            "--max-total-steps", "20", "--learning-rate", "1e-3", "--informative-by", "reward"]
     assert grpo_main("exp7", argv, reward_fn=lambda text, row: (len(text) % 3 / 2, False)) == 0
     stats = json.loads((tmp_path / "g" / "statistics.json").read_text())
     assert stats["useful_steps"] == 1
