@@ -117,8 +117,12 @@ def load_folder(root: Path, spec: dict) -> tuple[dict, dict]:
 def main(argv=None):
     args = parse_args(argv)
     results = Path(args.results_dir)
-    if args.results_md and START not in Path(args.results_md).read_text():
-        raise UsageError(f"--results-md: {args.results_md} has no {START} marker")
+    if args.results_md:
+        if not Path(args.results_md).is_file():
+            raise UsageError(f"--results-md: {args.results_md}: no such file")
+        current = Path(args.results_md).read_text()
+        if START not in current or END not in current:
+            raise UsageError(f"--results-md: {args.results_md} lacks the {START} / {END} markers")
     folders = {}
     for name, spec in FOLDERS.items():
         print(f"[reanalyse] {name}", flush=True)
