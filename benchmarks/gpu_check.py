@@ -7,7 +7,8 @@ random weights is saved once to --work-dir (bf16 safetensors), then each path lo
 its steps with LoRA r=32 on all projections:
   bf16     bf16 base through relrl.modeling.load_pretrained (on an 80 GB GPU bf16 Qwen3-8B fits)
   4bit     NF4 base with bf16 compute, as the study trained (needs bitsandbytes)
-  unsloth  Unsloth's 4-bit loader (needs unsloth; no vLLM steps: the 4bit path covers serving)
+  unsloth  Unsloth's 4-bit loader (needs unsloth): load, logprobs_agree, hf_rollout and
+           grpo_update only (the 4bit path covers serving and SFT)
 Steps of a path (<path>.<step>):
   load            load, attach LoRA
   logprobs_agree  a left-padded batch's log-probs in train mode = eval mode = one at a time
