@@ -6,7 +6,8 @@ questions: Markdown table of correct/n, accuracy with a 95% interval, truncated 
 delta vs base, the paired test's p and its Holm-adjusted value, and the margin over the best
 guess baseline (relrl.guess_baselines: fitted on training rows, from --baseline-train or as the
 evaluation recorded them); the guesses' own table; then accuracy by the base screening score
-when the questions carry it. Plots: accuracy.png, every model's bar with its interval and a line
+when the questions carry it; then accuracy by target range and each model's median per-family
+rank correlation of answers with targets (relrl.strata). Plots: accuracy.png, every model's bar with its interval and a line
 at the best guess; training_<run>.png per GRPO log (its run's curves; the statistics.json beside
 the log, when there, gives validation intervals).
 
