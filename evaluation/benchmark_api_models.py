@@ -25,8 +25,8 @@ from tqdm import tqdm
 
 from relrl import api_client as api
 from relrl import evaluation as ev
-from relrl.cli import (ArgumentParser, UsageError, add_tolerance_rule_arg, env_default, positive_int,
-                       run_main)
+from relrl.cli import (ArgumentParser, UsageError, add_tolerance_rule_arg, env_default,
+                       positive_int, run_main)
 from relrl.data import load_dataset, questions_fingerprint
 from relrl.prompting import chat_messages
 

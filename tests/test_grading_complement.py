@@ -103,7 +103,8 @@ def test_percent_answers():
     assert grade("\\boxed{93.6}", "93.55%", **rule).correct
     assert not grade("\\boxed{95}", "93.55%", **rule).correct
     assert grade("\\boxed{95}", "93.55%").correct
-    assert is_correct_value(0.936, "93.55%", **rule) and not is_correct_value(0.95, "93.55%", **rule)
+    assert is_correct_value(0.936, "93.55%", **rule)
+    assert not is_correct_value(0.95, "93.55%", **rule)
 
 
 def test_is_correct_value_edges():

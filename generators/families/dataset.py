@@ -1,9 +1,9 @@
 """Turn families into dataset rows, split rows by group, count them.
 
 Rows follow the study's schema (question, answer, answer_type, source, reasoning) plus id,
-group, family, topic, difficulty, target_kind. A group is one parameter draw: its base phrasing and its
-paraphrases, which share the answer. Randomness is seeded per group, so the same seed and
-filters always give the same bytes.
+group, family, topic, difficulty, target_kind. A group is one parameter draw: its base
+phrasing and its paraphrases, which share the answer. Randomness is seeded per group, so the
+same seed and filters always give the same bytes.
 """
 from __future__ import annotations
 
