@@ -12,8 +12,9 @@
 # VERL_ENTRY (default recipe.dapo.main_dapo: verl's DAPO recipe; newer verl releases keep it
 # in the verl-recipe repository), TOLERANCE_RULE (study, the default, or complement: the
 # grader's --tolerance-rule, passed to compute_score as a reward_kwargs entry). Arguments
-# after the options are extra hydra overrides and win. Several nodes need a Ray cluster across them first (verl's multi-node guide: `ray start
-# --head` on one node, `ray start --address` on the others, RAY_ADDRESS for the driver).
+# after the options are extra hydra overrides and win. Several nodes need a Ray cluster
+# across them first (verl's multi-node guide: `ray start --head` on one node, `ray start
+# --address` on the others, RAY_ADDRESS for the driver).
 # --dry-run prints the command and runs nothing. Needs verl installed (pip install verl); this
 # repository does not install it.
 #
