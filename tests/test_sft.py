@@ -422,8 +422,8 @@ def test_qwen25_script_runs_end_to_end_with_the_kfold_trainer_and_folds(fold_run
     assert summary["complete"] and summary["folds_done"] == 2 and summary["pooled"]["n"] == 12
     kfold = fold_run / "run"
     for k in range(2):
-        mine = json.loads((run / f"fold_{k}" / "evaluation.json").read_text())
-        theirs = json.loads((kfold / f"fold_{k}" / "evaluation.json").read_text())
+        mine = read_result(run / f"fold_{k}" / "evaluation.json")
+        theirs = read_result(kfold / f"fold_{k}" / "evaluation.json")
         assert [r["id"] for r in mine["finetuned"]["results"]] == \
             [r["id"] for r in theirs["finetuned"]["results"]]
         weights = load_file(str(run / "adapters" / f"fold_{k}" / "adapter_model.safetensors"))
