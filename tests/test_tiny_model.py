@@ -101,8 +101,9 @@ def test_tiny_is_right_on_some_families_wrong_on_others_mixed_on_many():
     accuracy = list(report["by_family"].values())
     assert len(accuracy) >= 30
     # right (>= 75% of 12 samples): 3 families when built under transformers 5.24, 2 under the
-    # pinned 5.17 (same recipe; 32 never right, 29 mixed, 26% of questions mixed)
-    assert sum(a >= 0.75 for a in accuracy) >= 2
+    # pinned 5.17 (same recipe; 32 never right, 29 mixed, 26% of questions mixed). Another
+    # machine's floating point builds other weights (see the README), so only "some" is asked.
+    assert sum(a >= 0.75 for a in accuracy) >= 1
     assert sum(a == 0.0 for a in accuracy) >= 10  # wrong
     assert sum(0.0 < a < 0.75 for a in accuracy) >= 15  # mixed
     assert report["share_mixed"] >= 0.2  # questions with 1 to 3 of 4 samples right
