@@ -102,7 +102,9 @@ def _looks_like_path(name: str) -> bool:
 
 
 def check_model_source(name_or_path: str, flag: str = "--model") -> None:
-    """Refuse, before any heavy import or download, a model that cannot be a causal LM."""
+    """Refuse, before any heavy import or download, a model that cannot be a causal LM (and a
+    GPU node whose torch has no CUDA: check_cuda_present)."""
+    check_cuda_present()
     if name_or_path in BUILTIN_MODELS:
         return
     path = Path(name_or_path).expanduser()

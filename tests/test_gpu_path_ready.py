@@ -256,6 +256,7 @@ def test_a_script_exits_2_before_training_on_the_cpu(nvidia_node, tmp_path):
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "CUDA: expected (nvidia-smi is on PATH) but absent" in lines[0]
+    assert not (tmp_path / "out").exists()  # refused before the output folder is touched
 
 
 # ---------------------------------------------------------------- resume, scratch folder
