@@ -21,7 +21,7 @@ LAYERS = [
     ("data and model loading", {"relrl.data", "relrl.checkpointing", "relrl.distributed",
                                 "relrl.tracking", "relrl.api_client", "relrl.verl_export",
                                 "relrl.modeling", "relrl.logprobs", "relrl.sft_data",
-                                "relrl.stage_times", "relrl.results_io"}),
+                                "relrl.stage_times", "relrl.stage_inputs", "relrl.results_io"}),
     ("engines", {"relrl.engines", "relrl.engines.base", "relrl.engines.hf", "relrl.engines.vllm"}),
     ("built-in models", {"relrl.tiny_tokenizer", "relrl.tiny_models", "relrl.tiny_build"}),
     ("models by name", {"relrl.models"}),
