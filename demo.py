@@ -60,8 +60,9 @@ CONFIGS = {
 # held-out mixed-style and retention sets and in validation, evaluation seeds apart from the
 # screening seeds (sets chosen on screening samples are measured on fresh ones), the retention
 # set, and the predictive pass-rate sampler. "replication-fast" is its smoke version.
+# It kept a group whenever its rewards differed (the study's rule, before --informative-by).
 REPLICATION = dict(eval_samples=4, val_samples=4, eval_seed_offset=1000, retention_min_score=2,
-                   pass_rate_scheme="predictive")
+                   pass_rate_scheme="predictive", informative_by="reward")
 # Validation every 100 steps, not 50: at 4 samples it was most of GRPO's sampling, and on
 # development seed 100 its six points lay within 2.6 points of each other.
 CONFIGS["replication"] = {**CONFIGS["full"], "n_master": 2800, "grpo_val_every": 100,
@@ -314,7 +315,9 @@ class Demo:
 
     def replication_train_args(self) -> list:
         k = self.cfg.get("val_samples", 1)
-        return ["--val-samples", k] if k > 1 else []
+        informative = self.cfg.get("informative_by")
+        return ([*(["--val-samples", k] if k > 1 else []),
+                 *(["--informative-by", informative] if informative else [])])
 
     def scheme_args(self) -> list:
         scheme = self.cfg.get("pass_rate_scheme")

@@ -28,7 +28,7 @@ def test_make_demo_commands_are_unchanged_and_replication_adds_its_settings(tmp_
     assert rep.eval_args("heldout") == ["--seed", 1003, "--samples", 4]
     assert rep.eval_args("retention") == ["--seed", 1003, "--samples", 4]
     assert rep.eval_args("ood") == ["--seed", 1003]
-    assert rep.replication_train_args() == ["--val-samples", 4]
+    assert rep.replication_train_args() == ["--val-samples", 4, "--informative-by", "reward"]
     assert rep.scheme_args() == ["--pass-rate-scheme", "predictive"]
     assert set(rep.eval_sets()) == {"train", "holdout", "ood", "heldout", "retention"}
     assert rep.eval_sets()["retention"] == tmp_path / "data" / "retention.jsonl"
