@@ -47,8 +47,8 @@ class EvalSettings:
     top_p: float = 0.95
     max_new_tokens: int = 3072
     tolerance: float = 0.05
-    top_k: int = 0  # 0: off
     tolerance_rule: str = "study"  # or "complement" (relrl.grading)
+    top_k: int = 0  # 0: off
     allow_plain: bool = False
     micro_batch: int = 16  # sequences per forward pass: speed only, never results
 
@@ -58,7 +58,7 @@ class EvalSettings:
         sig.pop("micro_batch")
         if not sig["top_k"]:  # added later: off leaves it out, so earlier results still match
             sig.pop("top_k")
-        if sig["tolerance_rule"] == "study":  # added later: left out, so earlier results still match
+        if sig["tolerance_rule"] == "study":  # added later, likewise
             sig.pop("tolerance_rule")
         return sig
 
