@@ -21,13 +21,15 @@ LAYERS = [
     ("data and model loading", {"relrl.data", "relrl.checkpointing", "relrl.distributed",
                                 "relrl.tracking", "relrl.api_client", "relrl.verl_export",
                                 "relrl.modeling", "relrl.logprobs", "relrl.sft_data",
-                                "relrl.stage_times", "relrl.stage_inputs", "relrl.results_io"}),
+                                "relrl.stage_times", "relrl.stage_inputs", "relrl.results_io",
+                                "relrl.guess_baselines"}),
     ("engines", {"relrl.engines", "relrl.engines.base", "relrl.engines.hf", "relrl.engines.vllm"}),
     ("built-in models", {"relrl.tiny_tokenizer", "relrl.tiny_models", "relrl.tiny_build"}),
     ("models by name", {"relrl.models"}),
     ("trainers and evaluation runner", {"relrl.evaluation", "relrl.grpo_trainer", "relrl.sft_trainer",
                                         "relrl.dpo_trainer"}),
-    ("reports", {"relrl.demo_report", "relrl.replication_report", "relrl.reanalysis"}),
+    ("reports", {"relrl.demo_report", "relrl.replication_report", "relrl.reanalysis",
+                 "relrl.result_plots"}),
 ]
 
 
