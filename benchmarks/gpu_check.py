@@ -55,8 +55,18 @@ import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-# relrl is imported in main(), after Unsloth where it runs: Unsloth patches transformers and
-# peft only when it is imported before them.
+# None of these imports transformers or peft, so main() can still import Unsloth before them
+# (it patches them only when it comes first).
+from relrl.cli import ArgumentParser, UsageError, run_main  # noqa: E402
+from relrl.data import atomic_write_json  # noqa: E402
+from relrl.dynamic_sampling import CollectionStopped  # noqa: E402
+from relrl.engines import Engine, SamplingConfig, make_engine  # noqa: E402
+from relrl.engines.vllm import bnb_plugin_present  # noqa: E402
+from relrl.grpo_loss import LossConfig, batch_counts, group_advantages, policy_loss  # noqa: E402
+from relrl.logprobs import completion_logprobs, pack_sequences  # noqa: E402
+from relrl.modeling import (attach_lora, device_of, enable_checkpointing, is_checkpointing,  # noqa: E402
+                            load_pretrained, reference_policy)
+from relrl.tiny_tokenizer import fixed_tokenizer  # noqa: E402
 
 CONFIG_8B = Path(__file__).resolve().parent / "configs" / "qwen3-8b" / "config.json"
 # The study's shapes, and scaled-down ones a CPU runs in seconds (the same code paths).
@@ -152,8 +162,6 @@ def gpu_name() -> str:
 
 def trainer_logprobs(model, completions) -> list[list[float]]:
     """The trainer's log-probs of each completion's tokens (eval mode, no grad)."""
-    from relrl.logprobs import completion_logprobs, pack_sequences
-    from relrl.modeling import device_of
 
     ids, attention, start = pack_sequences([c.prompt_ids for c in completions],
                                            [c.token_ids for c in completions], 0)
@@ -180,7 +188,6 @@ def mean_abs(a: list[list[float]], b: list[list[float]]) -> float:
 
 def rollout(engine, prompts, new_tokens: int, out: dict, seed: int = 0) -> list:
     """G completions of each prompt through `engine`; tokens/s into `out`."""
-    from relrl.engines import SamplingConfig
 
     sync()
     start = time.perf_counter()
@@ -213,7 +220,6 @@ def prepare_checkpoint(check: Check, out: dict) -> None:
     offline. A rerun reuses it."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from relrl.tiny_tokenizer import fixed_tokenizer
 
     folder = check.work_dir / check.config
     check.folder = folder
@@ -238,7 +244,6 @@ def prepare_checkpoint(check: Check, out: dict) -> None:
 
 def load(path: str):
     def run(check: Check, out: dict) -> None:
-        from relrl.modeling import attach_lora, enable_checkpointing, is_checkpointing, load_pretrained
 
         if path != "bf16" and not cuda():
             raise Skip("Unsloth needs CUDA" if path == "unsloth" else "4-bit NF4 needs CUDA")
@@ -267,8 +272,6 @@ def logprobs_agree(path: str):
     def run(check: Check, out: dict) -> None:
         """A left-padded batch scored in train mode, in eval mode, and each sequence alone agree
         (padding attended to in one mode would break this)."""
-        from relrl.logprobs import completion_logprobs, pack_sequences
-        from relrl.modeling import device_of
 
         model = check.paths[path]["model"]
         gen = torch.Generator().manual_seed(3)
@@ -297,8 +300,6 @@ def logprobs_agree(path: str):
 
 def hf_rollout(path: str):
     def run(check: Check, out: dict) -> None:
-        from relrl.engines import make_engine
-        from relrl.modeling import is_checkpointing
 
         state = check.paths[path]
         engine = make_engine("hf", state["model"], state["tokenizer"])
@@ -310,14 +311,12 @@ def hf_rollout(path: str):
 
 def vllm_start(path: str):
     def run(check: Check, out: dict) -> None:
-        from relrl.engines import make_engine
 
         if check.skip_vllm:
             raise Skip("--skip-vllm")
         require("vllm")
         four_bit = path == "4bit"
         if four_bit:
-            from relrl.engines.vllm import bnb_plugin_present
 
             if not bnb_plugin_present():
                 raise Skip("vLLM's bitsandbytes plugin is not installed (pip install vllm-bnb-plugin)")
@@ -348,7 +347,6 @@ def adapter_sync(path: str):
         """vLLM serves the adapter as it is after sync_adapter, not the base or an old copy:
         the sampler's log-probs sit closer to the trainer's with this adapter than the adapter
         moves them; inside base_policy() it serves the base."""
-        from relrl.modeling import reference_policy
 
         state = check.paths[path]
         model, engine, prompts = state["model"], state["engine"], state["prompts"][:2]
@@ -376,8 +374,6 @@ def adapter_sync(path: str):
 
 def stepping(path: str):
     def run(check: Check, out: dict) -> None:
-        from relrl.dynamic_sampling import CollectionStopped
-        from relrl.engines import SamplingConfig
 
         state = check.paths[path]
         engine, prompts = state["engine"], state["prompts"]
@@ -402,10 +398,6 @@ def grpo_update(path: str):
         the problem generators, which need scipy): 4 groups x G=4 completions of exactly
         `completion` tokens, micro-batches of 4, token-mean loss, one optimiser step; inside
         the engine's updating() block, as the trainer runs it (vLLM asleep where it sleeps)."""
-        from relrl.engines import Engine
-        from relrl.grpo_loss import LossConfig, batch_counts, group_advantages, policy_loss
-        from relrl.logprobs import completion_logprobs, pack_sequences
-        from relrl.modeling import device_of, is_checkpointing
 
         state = check.paths[path]
         model, optimizer, shapes = state["model"], state["optimizer"], check.shapes
@@ -457,9 +449,6 @@ def grpo_update(path: str):
 def sft_step(path: str):
     def run(check: Check, out: dict) -> None:
         """One optimiser step on SFT's micro-batch (2 sequences) of `sft_tokens` tokens each."""
-        from relrl.engines import Engine
-        from relrl.logprobs import completion_logprobs, pack_sequences
-        from relrl.modeling import device_of
 
         state = check.paths[path]
         model, optimizer, tokens = state["model"], state["optimizer"], check.shapes["sft_tokens"]
@@ -570,7 +559,6 @@ def summary_line(name: str, entry: dict) -> str:
 
 
 def main(argv=None) -> int:
-    from relrl.cli import ArgumentParser, UsageError
 
     parser = ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", choices=sorted(SHAPES), default="qwen3-8b",
@@ -605,7 +593,6 @@ def main(argv=None) -> int:
     result = {"gpu": gpu_name(), "config": args.config, "shapes": check.shapes, "G": G,
               "groups": GROUPS, "lora_r": LORA_R, "paths": paths,
               "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "steps": {}}
-    from relrl.data import atomic_write_json
 
     for step in all_steps(paths):
         entry = run_step(step, check, result["steps"])
@@ -624,6 +611,5 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    from relrl.cli import run_main
 
     run_main(main)
