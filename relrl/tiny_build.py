@@ -335,9 +335,11 @@ def main() -> None:
         folder = tiny_dir()
         if args.force or not (folder / "accuracy.json").is_file():
             with _lock(folder):
-                build_tiny(RECIPE, folder)  # prints the study rule's table
-            if args.tolerance_rule == "study":
-                return
+                # another process may have built it while this one waited for the lock
+                if args.force or not (folder / "accuracy.json").is_file():
+                    build_tiny(RECIPE, folder)  # prints the study rule's table
+                    if args.tolerance_rule == "study":
+                        return
         with _lock(folder):
             print(format_accuracy(checked_report(folder, args.tolerance_rule)))
             print(f"cached at {folder} (--force to rebuild)")
