@@ -49,7 +49,8 @@ from relrl.engines import (DEFAULT_VLLM_MEMORY, ENGINES, TOP_K_HELP, Engine, Sam
                            require_vllm, sample_seed)
 from relrl.grading import TOLERANCE_RULES, grade, target_kind_of
 from relrl.grpo_loss import (ADVANTAGE_MODES, AGGREGATIONS, LossConfig, batch_counts,
-                             group_advantages, overlong_penalty, policy_loss)
+                             group_advantages, importance_weights, overlong_penalty,
+                             policy_loss)
 from relrl.logprobs import completion_logprobs, pack_sequences
 from relrl.modeling import (attach_lora, check_adapter_dir, check_model_source, device_of,
                             load_adapter, reference_policy)
@@ -419,13 +420,12 @@ class GRPOTrainer:
         """Truncated importance sampling (TIS): per token min(p_trainer / p_sampler, cap),
         detached, multiplying the surrogate; None (no correction) when the cap is 0. The
         per-row ratio statistics go into `rows_out` either way."""
-        ratio = torch.exp(old - sampler) * mask
-        rows_out["tis_ratio"] = ratio.sum(1).cpu()
-        if not self.cfg.tis_cap > 0:
+        weights = importance_weights(old, sampler, mask, self.cfg.tis_cap)
+        rows_out["tis_ratio"] = weights.row_ratio.cpu()
+        if weights.weight is None:
             return None
-        capped = (ratio > self.cfg.tis_cap).to(mask.dtype) * mask
-        rows_out["tis_capped"] = capped.sum(1).cpu()
-        return ratio.clamp(max=self.cfg.tis_cap).detach()
+        rows_out["tis_capped"] = weights.row_capped.cpu()
+        return weights.weight
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> list[int]:
