@@ -54,7 +54,7 @@ paper: install
 
 # Mutation testing of the core modules, each against its own fast tests (slow; not in `make test`).
 # MUTANTS="grpo_loss stats" limits it to some, MUTANT_JOBS=2 tests two mutants at a time; see the
-# README's test section.
+# docs/testing.md.
 .PHONY: mutants
 mutants: install
 	$(PY) -c "import mutmut" 2>/dev/null || $(PY) -m pip install -q "mutmut>=3.8,<4"

@@ -4,7 +4,7 @@ The real DynamicSampler draws from 266 questions; a simulated rollout makes each
 informative with probability p (G=4, 4 informative groups per update, --gen-batch 8, 10 draws
 per step), so the figures are what the sampler's own logic asks of the rollout engine. On a GPU
 a call lasts about as long as its longest completion, so calls per update is what rollout time
-scales with (README, "GPU memory, sleep mode and batch mode").
+scales with (docs/engines.md, "GPU memory, sleep mode and batch mode").
 
   python benchmarks/sampling_calls.py [--updates 4000] [--rates 0.77 0.58]
 """

@@ -734,7 +734,7 @@ def build_parser(variant: str):
     g.add_argument("--sampling-mode", choices=("step", "batch"), default=None,
                    help="step: one question per generation call, redrawn until informative (the "
                    "study); batch: --gen-batch questions per call (the DAPO paper). Default batch "
-                   "on CUDA (fewer generation calls per update: README), step on the CPU")
+                   "on CUDA (fewer generation calls per update: docs/engines.md), step on the CPU")
     g.add_argument("--gen-batch", type=positive_int("--gen-batch"), default=d.gen_batch,
                    help="questions per generation call in batch mode (8)")
     g.add_argument("--max-resample", type=positive_int("--max-resample"), default=d.max_resample,

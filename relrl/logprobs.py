@@ -35,7 +35,7 @@ from torch.utils.checkpoint import checkpoint
 from relrl.modeling import is_unsloth
 
 LOGITS_PER_CHUNK = 1 << 23  # CPU: 32 MB of float32 logits, 55 tokens of Qwen3's vocabulary
-CUDA_CHUNK_TOKENS = 1024  # CUDA: chosen from benchmarks/logprob_chunking.py (see the README)
+CUDA_CHUNK_TOKENS = 1024  # CUDA: chosen from benchmarks/logprob_chunking.py (docs/testing.md)
 VOCAB_BLOCK = 16384  # vocabulary columns per float32 temporary
 
 

@@ -89,7 +89,7 @@ def make_engine(name: str, model, tokenizer, *, source: str | None = None, seed:
                                base_folder=base_folder, four_bit=four_bit, sleep=sleep)
 
 
-# --vllm-sleep auto: the memory arithmetic (README, "vLLM sleep mode")
+# --vllm-sleep auto: the memory arithmetic (docs/engines.md, "GPU memory, sleep mode and batch mode")
 SAFE_SHARE = 0.9  # of the GPU: CUDA contexts, NCCL buffers and fragmentation take the rest
 PROMPT_TOKENS = 512  # a system prompt and one question: a few hundred tokens
 

@@ -90,4 +90,4 @@ def add_sleep_arg(parser) -> None:
                         help="put vLLM to sleep (weights to pinned host memory, KV cache freed) "
                         "during each update: on, off, or auto (default): only when its memory "
                         "share and the update's estimated peak do not fit the GPU together (see "
-                        "the README's memory arithmetic); a no-op without CUDA")
+                        "docs/engines.md, its memory arithmetic); a no-op without CUDA")

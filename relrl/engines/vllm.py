@@ -3,7 +3,7 @@
 - Seeds: one request per (prompt, sample) with SamplingParams(n=1, seed=sample_seed(q, j)), the
   seeds the HF engine uses, so a question's completions do not depend on the other requests of
   a call (checked on the CPU; on a GPU vLLM does not promise batch-invariant kernels, see
-  README). The tokens differ from the HF engine's: the same distribution, other random draws.
+  docs/engines.md). The tokens differ from the HF engine's: the same distribution, other random draws.
 - Log-probs: vLLM's default logprobs_mode, "raw_logprobs", is the log-softmax of the model's
   logits before temperature, top-k and top-p: what the trainer's old_logp is. Each completion
   carries the sampled tokens' values for truncated importance sampling (relrl.grpo_loss).
