@@ -17,8 +17,8 @@ PYTEST_ARGS ?=
 install: $(VENV)/.installed
 
 # Every file that decides what gets installed: editing any of them reinstalls.
-REQUIREMENTS := requirements.txt requirements-dev.txt requirements-cpu.txt requirements-gpu.txt \
-	constraints-cpu.txt constraints-cuda.txt
+REQUIREMENTS := pyproject.toml requirements.txt requirements-dev.txt requirements-cpu.txt \
+	requirements-gpu.txt constraints-cpu.txt constraints-cuda.txt
 
 $(VENV)/.installed: $(REQUIREMENTS)
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -32,6 +32,9 @@ $(VENV)/.installed: $(REQUIREMENTS)
 			-c constraints-cpu.txt && \
 		$(PY) -m pip uninstall -q -y torchvision torchaudio torchcodec; \
 	fi
+	# The package itself, editable; its dependencies are the requirements just installed under
+	# the pins, so --no-deps keeps pip from re-resolving them (and from swapping the CPU torch).
+	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
 # The built-in tiny model first (about 8 minutes on 2 cores the first time, then cached), so no
@@ -39,7 +42,7 @@ $(VENV)/.installed: $(REQUIREMENTS)
 # core, each test file on one worker (files share module fixtures such as the FAST demo), in
 # the order tests/conftest.py gives them (the files with slow tests first).
 test: install
-	$(PY) -m relrl.tiny_build
+	$(PY) -m relrl.models.tiny_build
 	$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS) tests
 
 demo: install
@@ -53,7 +56,7 @@ paper: install
 	$(MAKE) -C paper PY=$(abspath $(PY))
 
 # Mutation testing of the core modules, each against its own fast tests (slow; not in `make test`).
-# MUTANTS="grpo_loss stats" limits it to some, MUTANT_JOBS=2 tests two mutants at a time; see the
+# MUTANTS="rl.grpo_loss evaluation.stats" limits it to some, MUTANT_JOBS=2 tests two mutants at a time; see the
 # docs/testing.md.
 .PHONY: mutants
 mutants: install

@@ -7,7 +7,7 @@
 Each stage is the real script a cluster user runs, called as a subprocess with the command
 printed, so this file doubles as a worked example of the commands. A stage whose result was
 made from the same inputs (command, input files, adapters: <results>/stage_inputs.json, see
-relrl/stage_inputs.py) is skipped, and every script resumes from its own progress files: a
+study/stage_inputs.py) is skipped, and every script resumes from its own progress files: a
 killed demo loses nothing, and a retrained adapter is evaluated afresh.
 
   python demo.py            # the full miniature (18 minutes on 2 cores with tiny cached)
@@ -28,19 +28,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent
-sys.path.insert(0, str(ROOT))
+from relrl.data.dataset_io import atomic_write_json, atomic_write_jsonl, load_dataset, read_json
+from relrl.engines import ENGINES, default_engine
+from relrl.evaluation.guess_baselines import rescore, with_baselines
+from relrl.evaluation.results_io import read_result, write_result
+from relrl.evaluation.retention import select_retention
+from relrl.evaluation.runner import compare_models, with_records
+from relrl.runtime.cli import ArgumentParser, UsageError, add_tolerance_rule_arg, positive_int, run_main
+from study import replication_report, stage_inputs, stage_times
+from study.demo_report import SET_TITLES, build_report, slug, splice_results_md
 
-from relrl.cli import (ArgumentParser, UsageError, add_tolerance_rule_arg, positive_int,  # noqa: E402
-                       run_main)
-from relrl.data import atomic_write_json, atomic_write_jsonl, load_dataset, read_json  # noqa: E402
-from relrl.evaluation import compare_models, with_records  # noqa: E402
-from relrl.guess_baselines import rescore, with_baselines  # noqa: E402
-from relrl.results_io import read_result, write_result  # noqa: E402
-from relrl.demo_report import SET_TITLES, build_report, slug, splice_results_md  # noqa: E402
-from relrl import replication_report, stage_inputs, stage_times  # noqa: E402
-from relrl.engines import ENGINES, default_engine  # noqa: E402
-from relrl.retention import select_retention  # noqa: E402
+ROOT = Path(__file__).resolve().parent
 
 # Sizes and rates of the two versions. How they were chosen, and which test-set numbers had
 # been seen when they were, is in RESULTS.md ("How the miniature was sized and tuned").
@@ -123,7 +121,7 @@ class Demo:
 
     def run(self, stage: str, args: list, done: Path | None = None, processes: int = 1) -> None:
         """Run one script unless its result `done` was made from the same inputs (the ledger,
-        relrl.stage_inputs); its output goes to work/logs/<stage>.log. With `processes`
+        study.stage_inputs); its output goes to work/logs/<stage>.log. With `processes`
         running at once each gets its share of the cores as threads: a few-million-parameter
         model gains more from two one-thread processes than from one process on two threads."""
         inputs = None if done is None else stage_inputs.inputs_of(args, done, _shown)
@@ -233,7 +231,7 @@ class Demo:
                  done=d / "ood.jsonl")
 
     def tiny(self) -> None:
-        self.run("tiny", ["-m", "relrl.tiny_build", *self.rule])
+        self.run("tiny", ["-m", "relrl.models.tiny_build", *self.rule])
 
     def screen(self) -> None:
         c, d = self.cfg, self.work / "data"
@@ -261,7 +259,7 @@ class Demo:
             self.retention_set()
 
     def retention_set(self) -> None:
-        """data/retention.jsonl: holdout questions the base screened right often (relrl.retention)."""
+        """data/retention.jsonl: holdout questions the base screened right often (relrl.evaluation.retention)."""
         d, screened = self.work / "data", self.work / "screen_holdout"
         rows = select_retention(load_dataset(d / "holdout.jsonl"),
                                 [*load_dataset(screened / "mixed.jsonl"),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 PINS = Path(__file__).resolve().parent.parent / "constraints-cpu.txt"
 REMOVED = {"torchvision", "torchaudio", "torchcodec"}
-UNPINNED_OK = {"pip", "setuptools", "wheel"}
+UNPINNED_OK = {"pip", "setuptools", "wheel", "relrl"}  # relrl: this repository, installed editable
 
 
 def norm(name: str) -> str:

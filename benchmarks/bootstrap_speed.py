@@ -1,21 +1,19 @@
 """The paired bootstrap of every evaluation comparison (10,000 resamples of the per-question
-differences): relrl.stats, on scipy.stats.bootstrap, beside a plain numpy resampling loop (the
+differences): relrl.evaluation.stats, on scipy.stats.bootstrap, beside a plain numpy resampling loop (the
 hand-rolled version it replaced), on the same data and seed. Prints times and the ratio.
 
 Run: python benchmarks/bootstrap_speed.py
 """
-import sys; from pathlib import Path
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import time
 
 import numpy as np
 
-from relrl.stats import paired_bootstrap_ci
+from relrl.evaluation.stats import paired_bootstrap_ci
 
 
 def numpy_loop(base, ft, n_boot=10_000, seed=0):
-    """Percentile bootstrap of mean(ft - base) with numpy alone, chunked like relrl.stats."""
+    """Percentile bootstrap of mean(ft - base) with numpy alone, chunked like relrl.evaluation.stats."""
     diff = np.asarray(ft, float) - np.asarray(base, float)
     rng, means = np.random.default_rng(seed), np.empty(n_boot)
     chunk = max(1, 2_000_000 // diff.size)

@@ -5,7 +5,7 @@ so a failing step, or a killed job, keeps every figure measured before it.
 A model with Qwen3-8B's published architecture (benchmarks/configs/qwen3-8b/config.json) and
 random weights is saved once to --work-dir (bf16 safetensors), then each path loads it and runs
 its steps with LoRA r=32 on all projections:
-  bf16     bf16 base through relrl.modeling.load_pretrained (on an 80 GB GPU bf16 Qwen3-8B fits)
+  bf16     bf16 base through relrl.modeling.loading.load_pretrained (on an 80 GB GPU bf16 Qwen3-8B fits)
   4bit     NF4 base with bf16 compute, as the study trained (needs bitsandbytes)
   unsloth  Unsloth's 4-bit loader (needs unsloth): load, logprobs_agree, hf_rollout and
            grpo_update only (the 4bit path covers serving and SFT)
@@ -44,7 +44,6 @@ import json
 import platform
 import re
 import shutil
-import sys
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -53,20 +52,26 @@ from typing import Callable
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from relrl.data.dataset_io import atomic_write_json
+from relrl.engines import Engine, GenerationStopped, SamplingConfig, make_engine
+from relrl.engines.vllm import bnb_plugin_present
+from relrl.modeling.loading import (
+    attach_lora,
+    device_of,
+    enable_checkpointing,
+    is_checkpointing,
+    load_pretrained,
+    reference_policy,
+)
+from relrl.modeling.logprobs import completion_logprobs, pack_sequences
+from relrl.modeling.tiny_tokenizer import fixed_tokenizer
+from relrl.rl.grpo_loss import LossConfig, batch_counts, group_advantages, policy_loss
+
 # None of these imports transformers or peft, so main() can still import Unsloth before them
 # (it patches them only when it comes first).
-from relrl.cli import ArgumentParser, UsageError, run_main  # noqa: E402
-from relrl.data import atomic_write_json  # noqa: E402
-from relrl.dynamic_sampling import CollectionStopped  # noqa: E402
-from relrl.engines import Engine, SamplingConfig, make_engine  # noqa: E402
-from relrl.engines.vllm import bnb_plugin_present  # noqa: E402
-from relrl.grpo_loss import LossConfig, batch_counts, group_advantages, policy_loss  # noqa: E402
-from relrl.logprobs import completion_logprobs, pack_sequences  # noqa: E402
-from relrl.modeling import (attach_lora, device_of, enable_checkpointing, is_checkpointing,  # noqa: E402
-                            load_pretrained, reference_policy)
-from relrl.tiny_tokenizer import fixed_tokenizer  # noqa: E402
+from relrl.runtime.cli import ArgumentParser, UsageError, run_main
+
+ROOT = Path(__file__).resolve().parent.parent
 
 CONFIG_8B = Path(__file__).resolve().parent / "configs" / "qwen3-8b" / "config.json"
 # The study's shapes, and scaled-down ones a CPU runs in seconds (the same code paths).
@@ -383,7 +388,7 @@ def stepping(path: str):
             engine.generate(prompts, G, list(range(len(prompts))), sampling,
                             should_stop=lambda: engine.steps - start >= STOP_AFTER_STEPS)
             stopped = False
-        except CollectionStopped:
+        except GenerationStopped:
             stopped = True
         out.update(stopped=stopped, steps_run=engine.steps - start)
         assert stopped and out["steps_run"] == STOP_AFTER_STEPS, "the stop was not honoured within one step"
@@ -394,7 +399,7 @@ def stepping(path: str):
 
 def grpo_update(path: str):
     def run(check: Check, out: dict) -> None:
-        """One update of GRPOTrainer.update's shape and loss (relrl.grpo_trainer itself imports
+        """One update of GRPOTrainer.update's shape and loss (relrl.rl.grpo_trainer itself imports
         the problem generators, which need scipy): 4 groups x G=4 completions of exactly
         `completion` tokens, micro-batches of 4, token-mean loss, one optimiser step; inside
         the engine's updating() block, as the trainer runs it (vLLM asleep where it sleeps)."""

@@ -4,15 +4,13 @@ and the time to grade each of a set of pathological inputs (20,000 characters, o
 Run: python benchmarks/grading_throughput.py [--n 5000]
 Prints numbers only; nothing here asserts a time.
 """
-import sys; from pathlib import Path
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import argparse
 import os
 import random
 import time
 
-from relrl.grading import grade
+from relrl.grading.grader import grade
 
 STEP = ("Step {k}: with $\\lambda = {a} \\times 10^{{-4}}$ failures/hour and $t = {b}$ hours, "
         "$$R(t) = e^{{-\\lambda t}} = \\frac{{{b}}}{{{c}}} \\approx {d:.4f}$$\n\n")

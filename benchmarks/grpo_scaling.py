@@ -9,17 +9,14 @@ the figure says how loaded the machine is, not how the method scales.
 
     python benchmarks/grpo_scaling.py --nproc 2 [--steps 8] [--max-new-tokens 32]
 """
+import json
+import os
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import json  # noqa: E402
-import os  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-
-from relrl.cli import ArgumentParser, positive_int, run_main  # noqa: E402
+from relrl.runtime.cli import ArgumentParser, positive_int, run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -4,7 +4,7 @@
    - the study's loop: one question per step, one `generate` call per completion (HF sampling),
      redraw while the rewards are all equal, REINFORCE on group-normalised rewards with a full
      log-softmax and one backward pass per completion, an optimiser step every 4 useful steps;
-   - this loop (relrl.grpo_trainer), step mode (the study's dynamic sampling) and batch mode;
+   - this loop (relrl.rl.grpo_trainer), step mode (the study's dynamic sampling) and batch mode;
    - TRL's GRPOTrainer (no dynamic sampling: its useful steps are its informative groups), when
      `trl` is installed (pip install -r benchmarks/requirements.txt).
    A "useful step" is one informative group, as the study counted them.
@@ -15,10 +15,7 @@
     python benchmarks/grpo_step.py [--model tiny-random] [--reward digit-share] [--steps 16]
     python benchmarks/grpo_step.py --only waste --model tiny --reward grader --max-new-tokens 160
 """
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import contextlib
 import importlib.util
@@ -31,16 +28,18 @@ import time
 import numpy as np
 import torch
 
-from generators.families.dataset import generate_rows
-from generators.families.registry import FAMILIES
-from relrl.cli import ArgumentParser, positive_int, run_main
-from relrl.dynamic_sampling import DynamicSampler, Group, QuestionSampler
-from relrl.grpo_loss import group_advantages
-from relrl.grpo_trainer import GRPOConfig, GRPOTrainer, digit_share_reward, grader_reward
-from relrl.modeling import attach_lora, device_of
-from relrl.models import load_model
-from relrl.prompting import build_prompt
+from relrl.data.prompting import build_prompt
 from relrl.engines import stop_token_ids
+from relrl.grading.rewards import digit_share_reward, grader_reward
+from relrl.modeling.loading import attach_lora, device_of
+from relrl.models.by_name import load_model
+from relrl.problems.dataset import generate_rows
+from relrl.problems.registry import FAMILIES
+from relrl.rl.dynamic_sampling import DynamicSampler, Group, QuestionSampler
+from relrl.rl.grpo_config import GRPOConfig
+from relrl.rl.grpo_loss import group_advantages
+from relrl.rl.grpo_trainer import GRPOTrainer
+from relrl.runtime.cli import ArgumentParser, positive_int, run_main
 
 
 def question_rows(n: int) -> list[dict]:

@@ -23,12 +23,10 @@ import resource
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from relrl.logprobs import head_logprobs  # noqa: E402
+from relrl.modeling.logprobs import head_logprobs
 
 FULL = 0  # the chunk size that stands for the full log-softmax reference
 

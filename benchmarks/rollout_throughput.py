@@ -4,7 +4,7 @@
    `generate` call per completion, G calls per question) against the HF engine
    (relrl.engines.hf: all questions x G samples in micro-batches) and, when vLLM is installed,
    the vLLM engine (relrl.engines.vllm, engine start not counted), for G = 4 and 8.
-2. Peak memory of one forward+backward of completion log-probs: relrl.logprobs (chunked,
+2. Peak memory of one forward+backward of completion log-probs: relrl.modeling.logprobs (chunked,
    checkpointed) against a full-vocabulary log-softmax, on the model's own vocabulary and on
    Qwen3's 151,936 tokens. Each measurement runs in a fresh subprocess; on a CPU it is the peak
    resident memory above the process's memory before the computation, on CUDA the allocator's
@@ -13,29 +13,26 @@
     python benchmarks/rollout_throughput.py [--model tiny] [--questions 8] [--max-new-tokens 96]
         [--engines hf,vllm] [--skip-memory]
 """
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import argparse
 import copy
 import json
 import os
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import torch
 
-from generators.families.dataset import generate_rows
-from generators.families.registry import FAMILIES
-from relrl.cli import ArgumentParser, positive_int, run_main
-from relrl.logprobs import completion_logprobs, naive_logprobs
+from relrl.data.prompting import build_prompt
 from relrl.engines import SamplingConfig, stop_token_ids, vllm_installed
-from relrl.modeling import device_of
-from relrl.models import load_model, make_engine
-from relrl.prompting import build_prompt
-from relrl.tiny_models import new_model
+from relrl.modeling.loading import device_of
+from relrl.modeling.logprobs import completion_logprobs, naive_logprobs
+from relrl.modeling.tiny_models import new_model
+from relrl.models.by_name import load_model, make_engine
+from relrl.problems.dataset import generate_rows
+from relrl.problems.registry import FAMILIES
+from relrl.runtime.cli import ArgumentParser, positive_int, run_main
 
 QWEN3_VOCAB = 151_936
 
@@ -144,7 +141,7 @@ def _measure(method: str, args, wide: bool) -> int:
 def memory(args, vocab: int) -> dict:
     print(f"\nlog-prob peak memory, forward+backward: batch {args.batch}, prompt {args.prompt_len}, "
           f"completion {args.completion_len} tokens")
-    print(f"{'vocabulary':>12} {'full log-softmax MB':>20} {'relrl.logprobs MB':>18} {'ratio':>7}")
+    print(f"{'vocabulary':>12} {'full log-softmax MB':>20} {'relrl.modeling.logprobs MB':>18} {'ratio':>7}")
     ratios = {}
     for wide in (False, True):
         naive = _measure("naive", args, wide)

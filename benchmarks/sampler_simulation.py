@@ -18,18 +18,14 @@ zero-gradient updates a plain loop (uniform draws, no dynamic sampling) would ha
   python benchmarks/sampler_simulation.py [--runs 200] [--self-gain 0.3] [--noise 0.15]
   python benchmarks/sampler_simulation.py --scenarios     # no drift / the default / fast drift
 """
-import sys
+import json
+from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
 
-import json  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-
-import numpy as np  # noqa: E402
-
-from relrl.cli import ArgumentParser, positive_int, run_main  # noqa: E402
-from relrl.dynamic_sampling import DynamicSampler, Group, QuestionSampler  # noqa: E402
+from relrl.rl.dynamic_sampling import DynamicSampler, Group, QuestionSampler
+from relrl.runtime.cli import ArgumentParser, positive_int, run_main
 
 # Beta prior of the base model's pass rate, fitted (least squares) to the screening histogram
 # above; it gives P(0/4) 68.9%, P(1/4) 13.8%, P(2/4) 8.0%, P(3/4) 5.5%, P(4/4) 3.9%.

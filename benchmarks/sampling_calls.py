@@ -8,15 +8,11 @@ scales with (docs/engines.md, "GPU memory, sleep mode and batch mode").
 
   python benchmarks/sampling_calls.py [--updates 4000] [--rates 0.77 0.58]
 """
+import argparse
+import random
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import argparse  # noqa: E402
-import random  # noqa: E402
-
-from relrl.dynamic_sampling import DynamicSampler, Group, QuestionSampler  # noqa: E402
+from relrl.rl.dynamic_sampling import DynamicSampler, Group, QuestionSampler
 
 GROUPS_PER_UPDATE, G = 4, 4
 

@@ -10,25 +10,28 @@ since frontier models often end with a "Final answer" line instead of \\boxed{}.
   python evaluation/benchmark_api_models.py --models openai/o3-mini google/gemini-3.1-pro-preview \
       --dataset data/holdout_54q.jsonl --output-dir results/api
 """
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import argparse
 import hashlib
 import re
+import sys
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 
 from tqdm import tqdm
 
-from relrl import api_client as api
-from relrl import evaluation as ev
-from relrl.cli import (ArgumentParser, UsageError, add_tolerance_rule_arg, env_default,
-                       positive_int, run_main)
-from relrl.data import load_dataset, questions_fingerprint
-from relrl.prompting import chat_messages
+from relrl.data.dataset_io import load_dataset, questions_fingerprint
+from relrl.data.prompting import chat_messages
+from relrl.evaluation import api_client as api
+from relrl.evaluation import runner as ev
+from relrl.runtime.cli import (
+    ArgumentParser,
+    UsageError,
+    add_tolerance_rule_arg,
+    env_default,
+    positive_int,
+    run_main,
+)
 
 
 @dataclass

@@ -4,10 +4,10 @@ Reads any number of model results and pair files (both sides of a pair are used;
 appears in several pair files is counted once). Every model is compared with --base on the same
 questions: Markdown table of correct/n, accuracy with a 95% interval, truncated completions,
 delta vs base, the paired test's p and its Holm-adjusted value, and the margin over the best
-guess baseline (relrl.guess_baselines: fitted on training rows, from --baseline-train or as the
+guess baseline (relrl.evaluation.guess_baselines: fitted on training rows, from --baseline-train or as the
 evaluation recorded them); the guesses' own table; then accuracy by the base screening score
 when the questions carry it; then accuracy by target range and each model's median per-family
-rank correlation of answers with targets (relrl.strata). Plots: accuracy.png, every model's bar with its interval and a line
+rank correlation of answers with targets (relrl.evaluation.strata). Plots: accuracy.png, every model's bar with its interval and a line
 at the best guess; training_<run>.png per GRPO log (its run's curves; the statistics.json beside
 the log, when there, gives validation intervals).
 
@@ -18,17 +18,29 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from relrl.data.dataset_io import (
+    DatasetError,
+    atomic_write_json,
+    atomic_write_text,
+    load_dataset,
+    read_json,
+    read_text,
+)
+from relrl.evaluation.guess_baselines import GUESSES, margin, score_baselines
+from relrl.evaluation.results_io import read_result
+from relrl.evaluation.runner import difficulty_breakdown
+from relrl.evaluation.stats import (
+    bootstrap_ci,
+    discordant,
+    holm,
+    mcnemar,
+    paired_permutation_test,
+    wilson_interval,
+)
+from relrl.evaluation.strata import MIN_ANSWERED, strata
+from relrl.runtime.cli import ArgumentParser, UsageError, run_main
+from study.result_plots import plot_run, plot_set
 
-from relrl.cli import ArgumentParser, UsageError, run_main
-from relrl.data import (DatasetError, atomic_write_json, atomic_write_text, load_dataset, read_json,
-                        read_text)
-from relrl.evaluation import difficulty_breakdown
-from relrl.results_io import read_result
-from relrl.guess_baselines import GUESSES, margin, score_baselines
-from relrl.result_plots import plot_run, plot_set
-from relrl.strata import MIN_ANSWERED, strata
-from relrl.stats import bootstrap_ci, discordant, holm, mcnemar, paired_permutation_test, wilson_interval
 
 def parse_args(argv=None):
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -276,7 +288,7 @@ def markdown(rows: list[dict], base_label: str, levels: list[str], per_model: di
 
 def strata_table(rows: list[dict], by_model: dict[str, dict]) -> list[str]:
     """Accuracy by target range, and the median per-family rank correlation of answers with
-    targets (relrl.strata): whether a model's accuracy comes from reading the question."""
+    targets (relrl.evaluation.strata): whether a model's accuracy comes from reading the question."""
     low, high = by_model[rows[0]["model"]]["high_range"]
     out = ["", "### Accuracy by target range, and whether answers follow the targets", "",
            f"| Model | Target in [{low:g}, {high:g}) | Other targets | Other targets: answers in "

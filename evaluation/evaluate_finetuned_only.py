@@ -9,13 +9,10 @@ the base. The base results must be for exactly the same questions (checked by fi
 Without --output it writes $OUTPUT_DIR/eval_$RUN_NAME.json (default results/eval_eval.json), as the
 study's script did. Sharded like evaluate_single.py (--shard i/n, then --merge).
 """
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from relrl import evaluation as ev
-from relrl.cli import ArgumentParser, run_main
+from relrl.evaluation import runner as ev
+from relrl.runtime.cli import ArgumentParser, run_main
 
 DEFAULT_MODEL = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
 

@@ -10,14 +10,11 @@ whose last line is `#### number`), or, only with --hub, from the hub dataset ope
   python evaluation/evaluate_gsm8k.py --model Qwen/Qwen3-8B --hub --max-questions 500 --output results/gsm8k_base.json
 """
 import json
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from relrl import evaluation as ev
-from relrl.cli import ArgumentParser, UsageError, env_default, run_main
-from relrl.data import DatasetError, question_id, read_text
+from relrl.data.dataset_io import DatasetError, question_id, read_text
+from relrl.evaluation import runner as ev
+from relrl.runtime.cli import ArgumentParser, UsageError, env_default, run_main
 
 DEFAULT_MODEL = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
 HUB_ID = "openai/gsm8k"

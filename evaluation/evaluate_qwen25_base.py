@@ -10,17 +10,14 @@ summary.json (accuracy per fold, mean and spread, pooled). One fold per SLURM ar
       --output-dir results/qwen25_base --folds 5
 """
 import statistics
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from relrl import evaluation as ev
-from relrl.cli import ArgumentParser, UsageError, env_default, positive_int, run_main
-from relrl.data import atomic_write_json, load_dataset
-from relrl.folds import kfold_by_group
-from relrl.modeling import check_model_source
-from relrl.results_io import read_result, write_result
+from relrl.data.dataset_io import atomic_write_json, load_dataset
+from relrl.data.folds import kfold_by_group
+from relrl.evaluation import runner as ev
+from relrl.evaluation.results_io import read_result, write_result
+from relrl.modeling.loading import check_model_source
+from relrl.runtime.cli import ArgumentParser, UsageError, env_default, positive_int, run_main
 
 DEFAULT_MODEL = "Qwen/Qwen2.5-7B-Instruct"
 

@@ -4,7 +4,7 @@ Writes a pair file: the study's fields (base_accuracy and ft_accuracy in percent
 points, n_questions, run_name, lora_path, mcnemar_b01, mcnemar_b10, mcnemar_p, base_results,
 ft_results), the corrected chi-square, a paired bootstrap 95% interval for the difference, and
 both full model results under "base" and "finetuned"; the record lists go to
-OUT.records.json.gz beside OUT (relrl.results_io).
+OUT.records.json.gz beside OUT (relrl.evaluation.results_io).
 The base is the same weights with the adapter switched off (one model in memory).
 
   python evaluation/evaluate_single.py --model tiny-random --adapter runs/exp7/checkpoint-80 \\
@@ -15,13 +15,10 @@ The study's environment variables work too, and then the output is $OUTPUT_DIR/e
 Sharded (SLURM array), then merged:
   ... --shard 0/3 ; ... --shard 1/3 ; ... --shard 2/3 ; ... --merge
 """
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from relrl import evaluation as ev
-from relrl.cli import ArgumentParser, run_main
+from relrl.evaluation import runner as ev
+from relrl.runtime.cli import ArgumentParser, run_main
 
 DEFAULT_MODEL = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
 

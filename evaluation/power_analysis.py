@@ -7,7 +7,7 @@ question; or a replication seed's folder, K samples) and prints, for K samples p
     power and minimum detectable effect with the groups of 1 and of 3 seeds;
   - the retention check (questions the base screened right at least 2 of 4 times): the minimum
     detectable drop at 80% power for SFT, exp7 and exp10, per seed and pooled over 3 seeds.
-How the variance for K samples is extrapolated from one-sample data (relrl.clustered_stats):
+How the variance for K samples is extrapolated from one-sample data (relrl.evaluation.clustered_stats):
   Var(D_g) = tau2 + omega2 / m + w / (m K), m questions per group. One sample per question
   cannot tell sampling noise (w, shrinks with K) from real differences between questions in
   how much training changed them (tau2 + omega2, does not shrink): base and fine-tuned share
@@ -25,19 +25,20 @@ screen 4/4, estimated from the holdout (see --retention-4of4).
 
   python evaluation/power_analysis.py [--results results/demo] [--json FILE]
 """
-import sys
+import json
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
 
-import json  # noqa: E402
-
-from relrl.cli import ArgumentParser, UsageError, run_main  # noqa: E402
-import numpy as np  # noqa: E402
-
-from relrl.clustered_stats import (estimate_variance_model, estimate_variance_model_k,  # noqa: E402
-                                   groups_needed, min_detectable, power)
-from relrl.results_io import read_result  # noqa: E402
+from relrl.evaluation.clustered_stats import (
+    estimate_variance_model,
+    estimate_variance_model_k,
+    groups_needed,
+    min_detectable,
+    power,
+)
+from relrl.evaluation.results_io import read_result
+from relrl.runtime.cli import ArgumentParser, UsageError, run_main
 
 EFFECT, TARGET_POWER, SEEDS = 0.05, 0.8, 3
 ALPHAS = (0.05, 0.01)

@@ -1,7 +1,7 @@
 """Post hoc re-analysis of the committed miniature results: both tolerance rules, the guess
 baselines and the strata for base, SFT, exp7 best and exp10 best on every evaluated set of the
 replication (results/demo-replication/seed-{2,3,4}) and the development seeds (results/demo,
-results/dev-100). No model is run (relrl/reanalysis.py says how each answer is regraded).
+results/dev-100). No model is run (study/reanalysis.py says how each answer is regraded).
 
 The guesses are fitted on each seed's training rows (data/train.jsonl of its run: the SFT and
 GRPO training pool). Those files are not committed, so they are made again, deterministically:
@@ -19,14 +19,12 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from relrl.cli import ArgumentParser, UsageError, run_main  # noqa: E402
-from relrl.data import atomic_write_json, atomic_write_text, load_dataset  # noqa: E402
-from relrl.demo_report import splice_results_md  # noqa: E402
-from relrl.reanalysis import MODELS, SETS, reanalyse, render  # noqa: E402
-from relrl.replication_report import records  # noqa: E402
-from relrl.strata import MIN_ANSWERED  # noqa: E402
+from relrl.data.dataset_io import atomic_write_json, atomic_write_text, load_dataset
+from relrl.evaluation.strata import MIN_ANSWERED
+from relrl.runtime.cli import ArgumentParser, UsageError, run_main
+from study.demo_report import splice_results_md
+from study.reanalysis import MODELS, SETS, reanalyse, render
+from study.replication_report import records
 
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- reanalysis:start -->", "<!-- reanalysis:end -->"

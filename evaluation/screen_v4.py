@@ -10,14 +10,11 @@ Writes, in --output-dir:
   python evaluation/screen_v4.py --model tiny --dataset data/train.jsonl --output-dir data/screen
 Sharded (SLURM array), then merged:  ... --shard 0/3 ; ... --shard 1/3 ; ... --shard 2/3 ; ... --merge
 """
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from relrl import evaluation as ev
-from relrl.cli import ArgumentParser, UsageError, env_default, run_main
-from relrl.data import atomic_write_jsonl, load_dataset, questions_fingerprint
+from relrl.data.dataset_io import atomic_write_jsonl, load_dataset, questions_fingerprint
+from relrl.evaluation import runner as ev
+from relrl.runtime.cli import ArgumentParser, UsageError, env_default, run_main
 
 DEFAULT_MODEL = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
 

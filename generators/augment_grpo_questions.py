@@ -18,22 +18,19 @@ Generated answers are the generator's own: check them with verify_generated.py.
   python generators/augment_grpo_questions.py --seeds data/master_v4.jsonl --model openai/gpt-4o \
       --target 500 --output data/generated.jsonl
 """
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import math
 import random
 import re
+import sys
 from collections import Counter
+from pathlib import Path
 
 from tqdm import tqdm
 
-from relrl import api_client as api
-from relrl.cli import ArgumentParser, UsageError, env_default, positive_int, run_main
-from relrl.data import ProgressFile, atomic_write_jsonl, load_dataset
-from relrl.grading import find_numbers, normalize, parse_target
+from relrl.data.dataset_io import ProgressFile, atomic_write_jsonl, load_dataset
+from relrl.evaluation import api_client as api
+from relrl.grading.grader import find_numbers, normalize, parse_target
+from relrl.runtime.cli import ArgumentParser, UsageError, env_default, positive_int, run_main
 
 GENERATE_PROMPT = """Here is a reliability-engineering problem and its answer.
 

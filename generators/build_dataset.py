@@ -12,21 +12,18 @@
   families          the family table (Markdown), as in generators/FAMILIES.md
   export-verl --train FILE [--val FILE] --out-dir DIR [--data-source NAME]
       train.parquet (and validation.parquet) in verl's RL schema, for slurm/verl_dapo.sh;
-      the reward is relrl.rewards.compute_score
+      the reward is relrl.grading.rewards.compute_score
 """
+import argparse
+import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import argparse  # noqa: E402
-import json  # noqa: E402
-
-from generators.families.dataset import count_rows, generate_rows, split_rows  # noqa: E402
-from generators.families.registry import FAMILIES, select  # noqa: E402
-from relrl.cli import ArgumentParser, UsageError, int_at_least, positive_int, run_main  # noqa: E402
-from relrl.data import atomic_write_jsonl, inspect_dataset, load_dataset  # noqa: E402
-from relrl.verl_export import DATA_SOURCE, verl_record, write_parquet  # noqa: E402
+from relrl.data.dataset_io import atomic_write_jsonl, inspect_dataset, load_dataset
+from relrl.data.verl_export import DATA_SOURCE, verl_record, write_parquet
+from relrl.problems.dataset import count_rows, generate_rows, split_rows
+from relrl.problems.registry import FAMILIES, select
+from relrl.runtime.cli import ArgumentParser, UsageError, int_at_least, positive_int, run_main
 
 
 def _fraction(flag: str):

@@ -10,22 +10,19 @@ the kept and rejected files are written once every item has an answer.
   python generators/verify_generated.py --input data/generated.jsonl --model openai/o3-mini \
       --kept data/generated_verified.jsonl --rejected data/generated_rejected.jsonl
 """
+import argparse
+import hashlib
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-import argparse
-import hashlib
-
 from tqdm import tqdm
 
-from relrl import api_client as api
-from relrl.cli import ArgumentParser, UsageError, add_tolerance_rule_arg, positive_int, run_main
-from relrl.data import ProgressFile, atomic_write_jsonl, load_dataset
-from relrl.evaluation import check_rows
-from relrl.grading import grade, target_kind_of
-from relrl.prompting import chat_messages
+from relrl.data.dataset_io import ProgressFile, atomic_write_jsonl, load_dataset
+from relrl.data.prompting import chat_messages
+from relrl.evaluation import api_client as api
+from relrl.evaluation.runner import check_rows
+from relrl.grading.grader import grade, target_kind_of
+from relrl.runtime.cli import ArgumentParser, UsageError, add_tolerance_rule_arg, positive_int, run_main
 
 
 def parse_args(argv=None):

@@ -16,23 +16,19 @@ with problems (--flagged) and without (--clean) as JSONL.
 
   python generators/verify_reasoning.py --input data/master_v4.jsonl --output results/reasoning.json
 """
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 import ast
 import hashlib
 import json
 import math
 import operator
 import re
+from pathlib import Path
 
-from relrl import api_client as api
-from relrl.cli import ArgumentParser, UsageError, add_tolerance_rule_arg, run_main
-from relrl.data import ProgressFile, atomic_write_json, atomic_write_jsonl, load_dataset
-from relrl.evaluation import check_rows
-from relrl.grading import grade, normalize, target_kind_of
+from relrl.data.dataset_io import ProgressFile, atomic_write_json, atomic_write_jsonl, load_dataset
+from relrl.evaluation import api_client as api
+from relrl.evaluation.runner import check_rows
+from relrl.grading.grader import grade, normalize, target_kind_of
+from relrl.runtime.cli import ArgumentParser, UsageError, add_tolerance_rule_arg, run_main
 
 JUDGE_PROMPT = """Below is a reliability-engineering problem, a worked solution and the stated \
 final answer. Check the solution step by step. Does it correctly arrive at the stated answer?

@@ -26,13 +26,10 @@ Writes into --out (default paper/tables/):
 """
 import hashlib
 import os
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from relrl.cli import ArgumentParser, UsageError, run_main  # noqa: E402
-from relrl.data import DatasetError, atomic_write_text, read_json  # noqa: E402
+from relrl.data.dataset_io import DatasetError, atomic_write_text, read_json
+from relrl.runtime.cli import ArgumentParser, UsageError, run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = ROOT / "paper"
@@ -118,7 +115,7 @@ COMPARISON_KEYS = ("delta", "ci_low", "ci_high", "p", "groups")
 
 
 def load_replication(path: Path) -> dict | None:
-    """relrl/replication_report.py's pooled.json, checked; None when the file does not exist."""
+    """study/replication_report.py's pooled.json, checked; None when the file does not exist."""
     if not path.exists():
         return None
     data = read_json(path)

@@ -1,6 +1,7 @@
-"""Shared code for the reliability-engineering GRPO study.
+"""GRPO with dynamic sampling for numerical reliability-engineering problems.
 
-One module per concern: grading (answer extraction and rewards), data (dataset and result IO),
-cli (command-line conventions), stats, losses, modeling, sampling, checkpointing, api_client.
-Scripts under training/, evaluation/ and generators/ import from here and nothing imports them.
+Folders, bottom layer first (a folder imports only its own layer or lower ones; the README's layout
+table says what each holds): problems, grading, tools < runtime < data < modeling < engines <
+models < evaluation < rl, finetune. The scripts under training/, evaluation/, generators/ and
+benchmarks/, and the study's reporting (study/), import from here; nothing here imports them.
 """

@@ -110,6 +110,9 @@ export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$cache/triton}" XDG_CACHE_HOME="${X
 export RELRL_CACHE="${RELRL_CACHE:-$cache/relrl}"
 if [ "${SITE_HF_OFFLINE:-0}" = 1 ]; then export HF_HUB_OFFLINE=1; fi
 export PYTHONUNBUFFERED=1  # log lines appear in the SLURM log as they are printed
+# This checkout's relrl and study, whether or not the environment (or an apptainer image) has them
+# installed: a job runs the code it was submitted from.
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 
 # The Python environment: a virtual environment folder, else a conda environment.
 PYTHON=python3

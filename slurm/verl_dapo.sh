@@ -18,7 +18,7 @@
 # --dry-run prints the command and runs nothing. Needs verl installed (pip install verl); this
 # repository does not install it.
 #
-# The values match this project's exp7/exp10 trainer (relrl/grpo_trainer.py) except where a
+# The values match this project's exp7/exp10 trainer (relrl/rl/grpo_trainer.py) except where a
 # comment says "differs".
 #SBATCH --job-name=relrl-verl-dapo
 #SBATCH --output=slurm-%x-%j.out
@@ -55,7 +55,7 @@ overrides=(
     data.prompt_key=prompt
     data.max_prompt_length=1024
     data.max_response_length=3072                      # --max-new-tokens 3072 (CUDA default)
-    # Qwen3 without a thinking block, as relrl.prompting builds every prompt
+    # Qwen3 without a thinking block, as relrl.data.prompting builds every prompt
     +data.apply_chat_template_kwargs.enable_thinking=False
     # batch mode of our dynamic sampling: 8 questions per generation call (--gen-batch 8), until
     # 4 informative groups fill the batch (--grad-accum 4), at most 10 rounds (--max-resample)
@@ -104,7 +104,7 @@ overrides=(
     reward_model.overlong_buffer.len=512
     reward_model.overlong_buffer.penalty_factor=1.0
     # the study's tiered grader (1.0 / 0.8 / 0.4 / 0.01 / 0 / -0.3)
-    "custom_reward_function.path=$ROOT/relrl/rewards.py"
+    "custom_reward_function.path=$ROOT/relrl/grading/rewards.py"
     custom_reward_function.name=compute_score
     "++custom_reward_function.reward_kwargs.tolerance_rule=$rule"
     trainer.total_training_steps=50                    # 200 useful steps / 4 per update

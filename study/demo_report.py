@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from relrl import stage_times
-from relrl.data import read_json
-from relrl.evaluation import compare_models, load_model_result
-from relrl.results_io import pair_accuracies
+from relrl.data.dataset_io import read_json
+from relrl.evaluation.results_io import pair_accuracies
+from relrl.evaluation.runner import compare_models, load_model_result
+from study import stage_times
 
 SET_TITLES = {
     "train": "Mixed training questions (in-distribution, as the study reported)",

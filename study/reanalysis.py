@@ -1,7 +1,7 @@
 """Post hoc re-analysis of committed evaluation results: both tolerance rules, the guess
 baselines and the strata, with no model run again.
 
-Each completion's stored answer value is regraded (relrl.grading.is_correct_value). Under the
+Each completion's stored answer value is regraded (relrl.grading.grader.is_correct_value). Under the
 study's rule the stored grade is kept: it is the measured number, and the value's regrade is
 checked against it. Under the complement rule the value is regraded, except where the value
 alone does not reproduce the stored study grade (an answer read as a percent number): those are
@@ -9,9 +9,9 @@ regraded from the stored response text with the current grader, and counted.
 
 Accuracies in the tables are at the level of paraphrase groups, as the replication report's
 (a group's score is the mean over its questions of pass_count / samples; pooled over seeds,
-each seed's groups count separately). The strata (relrl.strata) count completions, as a model
+each seed's groups count separately). The strata (relrl.evaluation.strata) count completions, as a model
 result's own accuracy does. The guesses are fitted per seed on that seed's training rows and
-scored on the set with the same rule (relrl.guess_baselines).
+scored on the set with the same rule (relrl.evaluation.guess_baselines).
 
   reanalyse(name, seeds)  one folder's numbers: {"sets": {set: {"rules": ..., "strata": ...}}}
   render(result)          the Markdown tables, from the JSON alone
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from relrl.grading import grade, is_correct_value, target_kind_of
-from relrl.guess_baselines import GUESSES, Fitted, fit_guesses, guess_outcomes
-from relrl.strata import strata
+from relrl.evaluation.guess_baselines import GUESSES, Fitted, fit_guesses, guess_outcomes
+from relrl.evaluation.strata import strata
+from relrl.grading.grader import grade, is_correct_value, target_kind_of
 
 RULES = ("study", "complement")
 MODELS = ("base", "SFT warm start", "GRPO exp7 best", "GRPO exp10 best")
@@ -235,10 +235,10 @@ def render(result: dict) -> str:
         "too). Two grading rules, tolerance "
         f"{result['tolerance']:g}: `study`, the relative error of the pre-registered grading "
         "(its model accuracies are the measured ones), and `complement`, where a probability "
-        "target t is judged on min(t, 1 - t) (`relrl/grading.py`; the committed rows carry no "
+        "target t is judged on min(t, 1 - t) (`relrl/grading/grader.py`; the committed rows carry no "
         "`target_kind`, so a target's kind is inferred from its question by "
         "`target_kind_of`). Accuracies are at the level "
-        "of paraphrase groups, pooled over seeds. Guesses (`relrl/guess_baselines.py`), each "
+        "of paraphrase groups, pooled over seeds. Guesses (`relrl/evaluation/guess_baselines.py`), each "
         "graded by the same rule: `constant`, the one answer right on most training rows; "
         "`family mode`, per family the answer right on most of its training rows; `copy`, the "
         "last number in the question. The first two are fitted per seed on that seed's "

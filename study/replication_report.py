@@ -3,7 +3,7 @@
 Input: results/demo-replication/seed-N/ for every confirmatory seed, as demo.py writes them
 (eval/<set>/<model>.json pair files, grpo_<run>/statistics.json). Output: pooled.json (every
 number) and report.md (the same numbers as sentences and tables). Every comparison is paired
-and tested over paraphrase groups (relrl.clustered_stats): per seed, and pooled over seeds with
+and tested over paraphrase groups (relrl.evaluation.clustered_stats): per seed, and pooled over seeds with
 each seed's groups as separate clusters and the seed as the bootstrap stratum.
 
 What is tested is fixed here and in results/demo-replication/PREREGISTRATION.md: one primary
@@ -15,12 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
-from relrl import stage_times
-from relrl.clustered_stats import compare_groups, group_differences, min_detectable
-from relrl.data import read_json
-from relrl.guess_baselines import GUESSES, fitted_from_block, guess_outcomes
-from relrl.results_io import read_result
-from relrl.stats import holm
+from relrl.data.dataset_io import read_json
+from relrl.evaluation.clustered_stats import compare_groups, group_differences, min_detectable
+from relrl.evaluation.guess_baselines import GUESSES, fitted_from_block, guess_outcomes
+from relrl.evaluation.results_io import read_result
+from relrl.evaluation.stats import holm
+from study import stage_times
 
 PRIMARY = ("heldout", "GRPO exp7 best", "base")  # (set, model, against)
 PRIMARY_ALPHA, SECONDARY_ALPHA, TARGET_GAIN, TARGET_POWER = 0.01, 0.05, 0.05, 0.8
@@ -153,7 +153,7 @@ def pooled_results(root: Path, seeds: list[int]) -> dict:
 
 def run_time(dirs: dict[int, Path]) -> dict:
     """Per seed: busy wall-clock minutes over every recorded stage attempt, attempts that did
-    not finish, and the commits the stages ran from (relrl.stage_times)."""
+    not finish, and the commits the stages ran from (study.stage_times)."""
     out = {}
     for seed, folder in dirs.items():
         recs = stage_times.read(folder / stage_times.FILE_NAME)
@@ -243,7 +243,7 @@ def build_report(pooled: dict) -> str:
     seeds = ", ".join(map(str, pooled["seeds"]))
     lines = ["# Miniature study, replicated (seeds " + seeds + ")", "",
              "Every number below is computed from the JSON files in the seed folders "
-             "(`relrl/replication_report.py`); all tests are paired and over paraphrase groups: "
+             "(`study/replication_report.py`); all tests are paired and over paraphrase groups: "
              "exact sign-flip p, 95% stratified cluster-bootstrap interval.", "",
              "## Primary endpoint", "",
              f"GRPO exp7 (best validation checkpoint) against the base on held-out mixed-style "

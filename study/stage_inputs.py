@@ -19,8 +19,8 @@ import hashlib
 from pathlib import Path
 from typing import Callable
 
-from relrl.data import atomic_write_json, read_json
-from relrl.modeling import ADAPTER_WEIGHT_FILES
+from relrl.data.dataset_io import atomic_write_json, read_json
+from relrl.modeling.loading import ADAPTER_WEIGHT_FILES
 
 FILE_NAME = "stage_inputs.json"
 ADAPTER_FILES = ("adapter_config.json", *ADAPTER_WEIGHT_FILES)

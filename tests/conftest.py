@@ -1,5 +1,4 @@
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 SEED_DATA = ROOT.parent / "shared" / "seed-data"
 
 
@@ -29,7 +27,7 @@ def pytest_collection_modifyitems(items):
 def grading_caches_start_empty():
     """The grader caches parsed targets. mutmut runs each mutant's tests in a process forked
     from one that has graded already, so a cached target would skip the mutated code."""
-    from relrl import grading
+    from relrl.grading import grader as grading
 
     grading._parse_target_text.cache_clear()
     grading._parse_target_values.cache_clear()

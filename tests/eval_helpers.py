@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from relrl.cli import run_main
 from relrl.engines import sample_seed
+from relrl.runtime.cli import run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,8 +47,8 @@ def adapter(tmp_path_factory):
     """A LoRA adapter for tiny-random with non-zero weights, saved as GRPO would save it."""
     import torch
 
-    from relrl.modeling import attach_lora
-    from relrl.models import load_model
+    from relrl.modeling.loading import attach_lora
+    from relrl.models.by_name import load_model
 
     model, _ = load_model("tiny-random")
     peft_model = attach_lora(model, r=4, alpha=8)

@@ -1,4 +1,4 @@
-"""relrl.api_client against a real HTTP server on 127.0.0.1 (tests/chat_server.py).
+"""relrl.evaluation.api_client against a real HTTP server on 127.0.0.1 (tests/chat_server.py).
 
 Backoff waits, Retry-After pauses and the per-request deadline run on a fake clock injected
 into the client (`sleep`, `clock`), so no test waits for them or measures elapsed time; only
@@ -10,10 +10,10 @@ import threading
 import time
 
 import pytest
-
 from chat_server import ChatServer
-from relrl import api_client as api
-from relrl.cli import UsageError
+
+from relrl.evaluation import api_client as api
+from relrl.runtime.cli import UsageError
 
 CANARY = "sk-or-v1-CANARY-4c0ffee5-test-key"
 MESSAGES = [{"role": "user", "content": "What is 6 times 7?"}]

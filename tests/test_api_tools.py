@@ -19,12 +19,12 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-
 from chat_server import ChatServer
-from relrl.cli import run_main
-from relrl.data import load_dataset, questions_fingerprint
-from relrl.results_io import read_result
 from waiting import LineWatcher
+
+from relrl.data.dataset_io import load_dataset, questions_fingerprint
+from relrl.evaluation.results_io import read_result
+from relrl.runtime.cli import run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -160,7 +160,7 @@ def test_benchmark_writes_a_model_result(run, dataset, tmp_path):
 
 
 def test_benchmark_grades_by_the_tolerance_rule(run, dataset, tmp_path):
-    from relrl import evaluation as ev
+    from relrl.evaluation import runner as ev
 
     truth = dict(QUESTIONS)
 
@@ -183,7 +183,7 @@ def test_benchmark_grades_by_the_tolerance_rule(run, dataset, tmp_path):
 
 
 def test_benchmark_result_loads_beside_a_local_result(run, dataset, tmp_path):
-    from relrl import evaluation as ev
+    from relrl.evaluation import runner as ev
 
     run.server.responder = answers_all_but({"series"})
     out = tmp_path / "api"

@@ -11,10 +11,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 from conftest import ROOT, SEED_DATA
-from relrl.cli import run_main
-from relrl.grading import grade
+
+from relrl.grading.grader import grade
+from relrl.runtime.cli import run_main
 
 SCRIPT = ROOT / "generators" / "build_dataset.py"
 _spec = importlib.util.spec_from_file_location("build_dataset", SCRIPT)

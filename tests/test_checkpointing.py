@@ -12,9 +12,16 @@ import pytest
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 
-from relrl.checkpointing import (StopFlag, latest_checkpoint, list_checkpoints, load_checkpoint,
-                                 prepare_output_dir, run_fingerprint, save_checkpoint)
-from relrl.cli import UsageError
+from relrl.runtime.checkpointing import (
+    StopFlag,
+    latest_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+    prepare_output_dir,
+    run_fingerprint,
+    save_checkpoint,
+)
+from relrl.runtime.cli import UsageError
 
 
 class Net(torch.nn.Module):

@@ -6,11 +6,19 @@ from fractions import Fraction as F
 import numpy as np
 import pytest
 
-from relrl.clustered_stats import (VarianceModel, binomial_variance_from_counts,
-                                   cluster_bootstrap_ci, compare_groups,
-                                   estimate_variance_model, estimate_variance_model_k,
-                                   group_differences, groups_needed,
-                                   min_detectable, power, sign_flip_test)
+from relrl.evaluation.clustered_stats import (
+    VarianceModel,
+    binomial_variance_from_counts,
+    cluster_bootstrap_ci,
+    compare_groups,
+    estimate_variance_model,
+    estimate_variance_model_k,
+    group_differences,
+    groups_needed,
+    min_detectable,
+    power,
+    sign_flip_test,
+)
 
 
 def rec(qid, group, c, k=4):

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 import demo
-from relrl import replication_report as rr
-from relrl.demo_report import splice_results_md
+from study import replication_report as rr
+from study.demo_report import splice_results_md
 
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = sorted(p.parent for p in (ROOT / "results").glob("*/pooled.json"))

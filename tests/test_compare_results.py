@@ -2,11 +2,11 @@
 import json
 
 import pytest
-
 from eval_helpers import adapter, fake_generate, one_thread, run_script, write_rows  # noqa: F401
-from relrl import evaluation as ev
-from relrl.data import load_dataset, questions_fingerprint
-from relrl.stats import holm, mcnemar, wilson_interval
+
+from relrl.data.dataset_io import load_dataset, questions_fingerprint
+from relrl.evaluation import runner as ev
+from relrl.evaluation.stats import holm, mcnemar, wilson_interval
 
 
 def fake_result(rows, label, skill, samples=1, adapter_path=None):
@@ -107,7 +107,7 @@ def test_k_samples_use_the_permutation_test(tmp_path, capsys):
     base, ft = (json.loads((tmp_path / f"{x}.json").read_text()) for x in ("base", "ft"))
     row = table(stdout, "| Model")[1]
     assert row[1] == f"{ft['correct']}/10x4"
-    from relrl.stats import paired_permutation_test
+    from relrl.evaluation.stats import paired_permutation_test
 
     p = paired_permutation_test([r["pass_count"] for r in base["results"]], 4,
                                 [r["pass_count"] for r in ft["results"]], 4)["p"]

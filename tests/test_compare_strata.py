@@ -3,7 +3,6 @@ correlation, recomputed here from hand-made result files."""
 import json
 
 import pytest
-
 from eval_helpers import run_script
 
 

@@ -3,10 +3,18 @@ writes."""
 import json
 
 import pytest
-
 from conftest import SEED_DATA
-from relrl.data import (DatasetError, ProgressFile, atomic_write_json, atomic_write_jsonl,
-                        inspect_dataset, load_dataset, questions_fingerprint, read_records)
+
+from relrl.data.dataset_io import (
+    DatasetError,
+    ProgressFile,
+    atomic_write_json,
+    atomic_write_jsonl,
+    inspect_dataset,
+    load_dataset,
+    questions_fingerprint,
+    read_records,
+)
 
 HOLDOUT = SEED_DATA / "holdout_54q.jsonl"
 
@@ -192,7 +200,7 @@ def test_interrupted_atomic_write_removes_its_temporary_file(tmp_path, monkeypat
     def fail(*args):
         raise OSError("disk full")
 
-    monkeypatch.setattr("relrl.data.os.replace", fail)
+    monkeypatch.setattr("relrl.data.dataset_io.os.replace", fail)
     with pytest.raises(OSError, match="disk full"):
         atomic_write_json(path, {"new": True})
     assert json.loads(path.read_text(encoding="utf-8")) == {"old": True}

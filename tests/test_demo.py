@@ -6,9 +6,9 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
-from relrl.results_io import read_result
+
+from relrl.evaluation.results_io import read_result
 
 # The whole FAST demo runs in the first test's setup: pytest-timeout's limit (pytest.ini, 900 s)
 # must cover it on a loaded machine, as the subprocess timeout below does.

@@ -1,4 +1,4 @@
-"""A demo stage is done only when its result was made from the same inputs (relrl.stage_inputs):
+"""A demo stage is done only when its result was made from the same inputs (study.stage_inputs):
 a retrained adapter is evaluated afresh, a committed result with no record is remade, an
 unchanged stage is skipped, and a stage stopped part-way on the same inputs resumes."""
 import json
@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 import demo
-from relrl import stage_inputs
+from study import stage_inputs
 
 # Stands in for an evaluation script: writes the adapter's weights into its result, and counts
 # the questions its progress file says were done already (a resumed evaluation reuses them).

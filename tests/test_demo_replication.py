@@ -6,7 +6,7 @@ import pytest
 from test_replication_report import write_fake_seed
 
 import demo
-from relrl.cli import UsageError
+from relrl.runtime.cli import UsageError
 
 
 def test_seeds_are_parsed_and_bad_lists_refused():

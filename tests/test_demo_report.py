@@ -3,7 +3,7 @@ with one sample a question (`make demo`), the paired permutation test with K sam
 replicated study's held-out and retention sets, whose rows have no b01/b10)."""
 import json
 
-from relrl.demo_report import _test_name, _versus_base
+from study.demo_report import _test_name, _versus_base
 
 
 def write_table(out, set_name, rows):

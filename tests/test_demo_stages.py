@@ -1,12 +1,11 @@
 """demo.py's own logic without running the models: a rerun skips finished stages, --stop-after
 stops and a rerun carries on, a failing stage stops the demo with its log, and the full
 demo's report is spliced into RESULTS.md between the markers, leaving the rest alone."""
-import sys
 
 import pytest
 
 import demo
-from relrl.demo_report import splice_results_md
+from study.demo_report import splice_results_md
 
 START, END = demo.RESULTS_START, demo.RESULTS_END
 
@@ -52,7 +51,7 @@ def test_stop_after_stops_there_and_a_rerun_carries_on_without_redoing(stub_stag
 
 
 def test_a_resumed_demo_keeps_the_times_of_the_stages_run_before(stub_stages, tmp_path):
-    from relrl import stage_times
+    from study import stage_times
     _, dirs, _ = stub_stages
     demo.main([*dirs, "--stop-after", "screen"])
     demo.main(dirs)
@@ -179,7 +178,7 @@ def test_sigterm_reaches_the_running_script_and_the_demo_stops_without_starting_
     assert raised == ["[demo] grpo_exp7 stopped before finishing (SIGTERM); run the same "
                       "command again to resume it"]
     assert (tmp_path / "checkpoint").read_text() == "saved"
-    from relrl import stage_times
+    from study import stage_times
     [record] = stage_times.read(tmp_path / "out" / stage_times.FILE_NAME)
     assert record["stage"] == "grpo_exp7" and record["status"] == "stopped"
     with pytest.raises(SystemExit, match="stopped by SIGTERM before evaluate"):

@@ -20,9 +20,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
-
 from conftest import ROOT
+from safetensors.torch import load_file
 
 ROWS = [{"id": f"q{i}", "question": f"What is {i} plus {i + 1}?", "answer": str(2 * i + 1),
          "reasoning": f"{i} + {i + 1} = {2 * i + 1}. \\boxed{{{2 * i + 1}}}"} for i in range(8)]

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 import torch
-
 from conftest import ROOT
-from relrl.dpo_loss import dpo_loss
+
+from relrl.finetune.dpo_loss import dpo_loss
 
 # Two pairs: (policy chosen, policy rejected, reference chosen, reference rejected).
 # Pair 1: log-ratio gap (-1 - -2) - (-3 - -2) = 2; pair 2: (-5 - -4) - (-4 - -4) = -1.
@@ -85,7 +85,7 @@ def screening_file(path, questions):
 
 
 def test_pairs_from_screening_pair_right_with_wrong_answers(tmp_path):
-    from relrl.dpo_trainer import load_pairs
+    from relrl.finetune.dpo_trainer import load_pairs
 
     path = screening_file(tmp_path / "screening.json", {
         "a": ("Question A?", [True, False, False, True]),   # 2 right, 2 wrong: 2 pairs
@@ -103,8 +103,8 @@ def test_pairs_from_screening_pair_right_with_wrong_answers(tmp_path):
 
 
 def test_result_files_whose_questions_differ_are_refused(tmp_path):
-    from relrl.data import DatasetError
-    from relrl.dpo_trainer import load_pairs
+    from relrl.data.dataset_io import DatasetError
+    from relrl.finetune.dpo_trainer import load_pairs
 
     first = screening_file(tmp_path / "s1.json", {"a": ("Question A?", [True, False])})
     second = screening_file(tmp_path / "s2.json", {"a": ("Another question?", [False, True])})
@@ -121,8 +121,8 @@ def test_result_files_whose_questions_differ_are_refused(tmp_path):
     ({"question": "Q?", "chosen": "1"}, "needs 'chosen' and 'rejected'"),
 ])
 def test_bad_preference_rows_name_their_line(tmp_path, row, message):
-    from relrl.data import DatasetError
-    from relrl.dpo_trainer import load_pairs
+    from relrl.data.dataset_io import DatasetError
+    from relrl.finetune.dpo_trainer import load_pairs
 
     good = {"question": "Fine?", "chosen": "yes \\boxed{1}", "rejected": "no \\boxed{2}"}
     path = tmp_path / "prefs.jsonl"
@@ -132,7 +132,7 @@ def test_bad_preference_rows_name_their_line(tmp_path, row, message):
 
 
 def test_conversational_preferences_share_their_question(tmp_path):
-    from relrl.dpo_trainer import load_pairs
+    from relrl.finetune.dpo_trainer import load_pairs
 
     turn = lambda q, a: [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
     path = tmp_path / "prefs.jsonl"

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.grpo_step import simulated_waste  # the simulation the benchmark prints
-from relrl.dynamic_sampling import DynamicSampler, Group, QuestionSampler, waste_kind
+from relrl.rl.dynamic_sampling import DynamicSampler, Group, QuestionSampler, waste_kind
 
 C, W, S = [1.0] * 4, [0.0] * 4, [0.5] * 4  # all correct, all wrong, same partial credit
 I1, I2 = [1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.5, 0.0]  # informative
@@ -171,7 +171,7 @@ def test_sampler_state_survives_a_json_round_trip():
 
 
 def test_stop_between_generation_calls_restores_the_state_for_an_exact_redraw():
-    from relrl.dynamic_sampling import CollectionStopped
+    from relrl.rl.dynamic_sampling import CollectionStopped
 
     script = [C, W, I1, S, W, I2]
     reference = sampler(list(script))

@@ -2,9 +2,16 @@
 sampling settings and the engine's context manager (what every engine relies on)."""
 import pytest
 
-from relrl.cli import UsageError
-from relrl.engines.base import (Engine, SamplingConfig, encode_prompts, make_completion,
-                                question_seed, sample_seed, stop_token_ids)
+from relrl.engines.base import (
+    Engine,
+    SamplingConfig,
+    encode_prompts,
+    make_completion,
+    question_seed,
+    sample_seed,
+    stop_token_ids,
+)
+from relrl.runtime.cli import UsageError
 
 
 class FakeTokenizer:

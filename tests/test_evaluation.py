@@ -6,14 +6,14 @@ import subprocess
 import sys
 
 import pytest
-
 from eval_helpers import ROOT, adapter, fake_generate, load_script, one_thread, run_script, write_rows  # noqa: F401
-from relrl import evaluation as ev
-from relrl.cli import UsageError
-from relrl.data import DatasetError, load_dataset, questions_fingerprint
-from relrl.results_io import pair_accuracies, read_result
-from relrl.stats import mcnemar
 from waiting import wait_until
+
+from relrl.data.dataset_io import DatasetError, load_dataset, questions_fingerprint
+from relrl.evaluation import runner as ev
+from relrl.evaluation.results_io import pair_accuracies, read_result
+from relrl.evaluation.stats import mcnemar
+from relrl.runtime.cli import UsageError
 
 FAST = ["--model", "tiny-random", "--max-new-tokens", "8"]
 
@@ -148,7 +148,7 @@ def test_compare_models_reports_the_studys_fields(tmp_path):
 
 
 def test_score_model_on_tiny_random_is_reproducible_per_question(tmp_path):
-    from relrl.models import load_model
+    from relrl.models.by_name import load_model
 
     model, tokenizer = load_model("tiny-random")
     rows = load_dataset(write_rows(tmp_path / "d.jsonl", 6))
@@ -278,7 +278,7 @@ def test_gsm8k_local_jsonl_and_parquet(tmp_path, adapter, capsys):
 
 
 def test_baseline_per_fold_matches_the_group_split(tmp_path, capsys):
-    from relrl.folds import kfold_by_group
+    from relrl.data.folds import kfold_by_group
 
     data = write_rows(tmp_path / "d.jsonl", 12, groups=6)
     out = tmp_path / "folds"
@@ -371,7 +371,7 @@ def test_progress_of_another_run_is_refused(tmp_path, adapter, capsys):
 
 
 def test_group_aware_folds():
-    from relrl.folds import fold_rows, kfold_by_group
+    from relrl.data.folds import fold_rows, kfold_by_group
 
     sizes = [5, 1, 3, 3, 2, 1, 1, 4, 2, 1]  # paraphrase groups of uneven size
     rows = [{"id": f"q{g}-{j}", "group": f"g{g}"} for g, size in enumerate(sizes) for j in range(size)]

@@ -8,9 +8,9 @@ was wrong, never to match a wrong label.
 import json
 
 import pytest
-
 from conftest import SEED_DATA
-from relrl.grading import grade
+
+from relrl.grading.grader import grade
 
 FOLDER = SEED_DATA / "frontier_holdout_54q"
 pytestmark = pytest.mark.skipif(not FOLDER.is_dir(), reason=f"{FOLDER} is not here")

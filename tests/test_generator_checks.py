@@ -5,8 +5,8 @@ component states, root finding or numerical likelihood maximization (see each fa
 import numpy as np
 import pytest
 
-from generators.families.base import sig
-from generators.families.registry import FAMILIES
+from relrl.problems.base import sig
+from relrl.problems.registry import FAMILIES
 
 DRAWS = 3
 

@@ -7,10 +7,10 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
-from generators.families.base import sig, sig_probability
-from generators.families.dataset import generate_rows
-from generators.families.registry import FAMILIES
-from relrl.grading import grade, half_last_digit, infer_target_kind, parse_target_number
+from relrl.grading.grader import grade, half_last_digit, infer_target_kind, parse_target_number
+from relrl.problems.base import sig, sig_probability
+from relrl.problems.dataset import generate_rows
+from relrl.problems.registry import FAMILIES
 
 VALUE = {  # everything else is a probability
     "hazard_from_counts", "exp_mttf_from_reliability", "weibull_hazard", "weibull_bx_life",
@@ -75,7 +75,7 @@ def test_rows_carry_their_familys_kind_and_the_inference_reads_them_alike():
     assert {row["family"] for row in rows} == set(FAMILIES)
     for row in rows:
         assert row["target_kind"] == FAMILIES[row["family"]].target_kind
-        # the rule for rows without the field (relrl.grading.infer_target_kind) agrees
+        # the rule for rows without the field (relrl.grading.grader.infer_target_kind) agrees
         assert infer_target_kind(row["question"], row["answer"]) == row["target_kind"], row
 
 

@@ -6,10 +6,10 @@ import re
 import numpy as np
 import pytest
 
-from generators.families.base import sig, tex, txt
-from generators.families.dataset import count_rows, generate_rows, split_rows
-from generators.families.registry import FAMILIES, TOPICS, select
-from relrl.grading import grade, parse_target
+from relrl.grading.grader import grade, parse_target
+from relrl.problems.base import sig, tex, txt
+from relrl.problems.dataset import count_rows, generate_rows, split_rows
+from relrl.problems.registry import FAMILIES, TOPICS, select
 
 FIELDS = ["question", "answer", "answer_type", "source", "reasoning", "id", "group", "family",
           "topic", "difficulty", "target_kind"]

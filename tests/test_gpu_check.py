@@ -143,7 +143,7 @@ def test_the_vllm_steps_run_the_projects_engine(tmp_path, work_dir):
 
 
 def test_the_8b_config_refuses_a_machine_without_cuda(gpu_check, tmp_path):
-    from relrl.cli import UsageError
+    from relrl.runtime.cli import UsageError
 
     with pytest.raises(UsageError, match=r"^--config qwen3-8b: torch .* sees no CUDA GPU"):
         gpu_check.main(["--output-dir", str(tmp_path)])

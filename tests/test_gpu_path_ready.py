@@ -15,15 +15,17 @@ import pytest
 import torch
 import torch.serialization
 
-from relrl import engines, modeling, models
-from relrl.checkpointing import load_checkpoint, save_checkpoint
-from relrl.cli import UsageError
+from relrl import engines
+from relrl.data.prompting import build_prompt
 from relrl.engines import SamplingConfig
-from relrl.engines import vllm as vllm_engine
 from relrl.engines import hf as hf_engine
-from relrl.grpo_trainer import build_parser, config_from_args
-from relrl.models import load_builtin, load_model
-from relrl.prompting import build_prompt
+from relrl.engines import vllm as vllm_engine
+from relrl.modeling import loading as modeling
+from relrl.models import by_name as models
+from relrl.models.by_name import load_builtin, load_model
+from relrl.rl.grpo_main import build_parser, config_from_args
+from relrl.runtime.checkpointing import load_checkpoint, save_checkpoint
+from relrl.runtime.cli import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 GB = 10**9
@@ -198,17 +200,17 @@ def test_unsloth_is_imported_before_transformers(tmp_path):
         """))
     script = textwrap.dedent(f"""
         import sys
-        sys.path.insert(0, {str(tmp_path)!r})
         import torch
-        import relrl.dpo_trainer, relrl.evaluation, relrl.grpo_trainer, relrl.sft_trainer
+        import relrl.finetune.dpo_trainer, relrl.evaluation.runner, relrl.rl.grpo_trainer, relrl.finetune.sft_trainer
         assert "transformers" not in sys.modules, "a trainer imports transformers"
         torch.cuda.is_available = lambda: True
         torch.cuda.is_bf16_supported = lambda *a, **k: True
-        from relrl.modeling import load_pretrained
+        from relrl.modeling.loading import load_pretrained
         load_pretrained("Qwen/Qwen3-8B", use_unsloth=True)
         """)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}  # the stand-in unsloth comes first
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=300, env=env)
     assert done.stderr.strip().splitlines()[-1] == "unsloth imported after transformers: False"
 
 

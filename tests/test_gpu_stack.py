@@ -9,14 +9,14 @@ import types
 import pytest
 import torch
 
-from relrl import modeling
-from relrl.cli import UsageError
-from relrl.logprobs import completion_logprobs, naive_logprobs, pack_sequences
-from relrl.modeling import attach_lora, device_of, generation_mode, is_checkpointing
-from relrl.models import load_builtin, load_model
-from relrl.prompting import build_prompt
+from relrl.data.prompting import build_prompt
 from relrl.engines.base import SamplingConfig
 from relrl.engines.hf import generate
+from relrl.modeling import loading as modeling
+from relrl.modeling.loading import attach_lora, device_of, generation_mode, is_checkpointing
+from relrl.modeling.logprobs import completion_logprobs, naive_logprobs, pack_sequences
+from relrl.models.by_name import load_builtin, load_model
+from relrl.runtime.cli import UsageError
 
 
 class FakeFastLanguageModel:
@@ -210,7 +210,7 @@ def test_device_of_is_the_input_embeddings_device():
 
 def test_bf16_logits_give_float32_logprobs_and_gradients():
     # Qwen3's vocabulary, several vocabulary blocks; the reference casts the logits to float32.
-    from relrl.logprobs import _TokenLogprob
+    from relrl.modeling.logprobs import _TokenLogprob
 
     gen = torch.Generator().manual_seed(0)
     logits = (torch.randn(6, 151_936, generator=gen) * 4).to(torch.bfloat16).requires_grad_(True)

@@ -4,7 +4,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, SEED_DATA
 
 SCRIPT = ROOT / "evaluation" / "grade_responses.py"

@@ -4,9 +4,16 @@ import math
 
 import pytest
 
-from relrl.grading import (DEFAULT_TIERS, RewardTiers, extract_answer, grade, parse_number,
-                           parse_target, strip_thinking)
-from relrl.rewards import compute_score, make_reliability_reward, reliability_reward
+from relrl.grading.grader import (
+    DEFAULT_TIERS,
+    RewardTiers,
+    extract_answer,
+    grade,
+    parse_number,
+    parse_target,
+    strip_thinking,
+)
+from relrl.grading.rewards import compute_score, make_reliability_reward, reliability_reward
 
 # (text, value): every number format the issue lists.
 NUMBERS = [

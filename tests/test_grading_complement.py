@@ -6,9 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from relrl.grading import (TARGET_KINDS, TOLERANCE_RULES, asked_quantity, grade,
-                           half_last_digit, infer_target_kind, is_correct_value,
-                           parse_target_number, target_kind_of)
+from relrl.grading.grader import (
+    TARGET_KINDS,
+    TOLERANCE_RULES,
+    asked_quantity,
+    grade,
+    half_last_digit,
+    infer_target_kind,
+    is_correct_value,
+    parse_target_number,
+    target_kind_of,
+)
 
 P = "probability"
 

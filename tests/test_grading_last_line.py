@@ -8,8 +8,7 @@ line left open on an operator (also inside Markdown emphasis), and how many word
 last number."""
 import pytest
 
-from relrl.grading import extract_answer, grade, parse_target_number, parse_target_values
-
+from relrl.grading.grader import extract_answer, grade, parse_target_number, parse_target_values
 
 WORKING = ("The units fail independently with rate 0.002 per hour, so the reliability of the "
            "series system is the product of the unit reliabilities.\n\n")

@@ -5,9 +5,17 @@ exponents, exponents beyond +-10,000), the fields of a Number and an Extraction,
 reading, and grades whose error falls exactly on a tolerance or band limit."""
 import pytest
 
-from relrl.grading import (_EPS, RewardTiers, extract_answer, find_numbers, grade, parse_number,
-                           parse_target, parse_target_number, parse_target_values)
-
+from relrl.grading.grader import (
+    _EPS,
+    RewardTiers,
+    extract_answer,
+    find_numbers,
+    grade,
+    parse_number,
+    parse_target,
+    parse_target_number,
+    parse_target_values,
+)
 
 # ---------------------------------------------------------------- why a value is unusable
 

@@ -5,8 +5,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from relrl import evaluation as ev
-from relrl.grading import extract_answer, grade, parse_target, parse_target_values
+from relrl.evaluation import runner as ev
+from relrl.grading.grader import extract_answer, grade, parse_target, parse_target_values
 
 WORKING = ("We model the time to failure as exponential with rate $\\lambda$. The data give "
            "$\\lambda = 2 \\times 10^{-3}$ per hour, so $R(t) = e^{-\\lambda t}$.\n\n")

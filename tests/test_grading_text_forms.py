@@ -4,8 +4,16 @@ block opened in the prompt, stray closing tags, several blocks), brackets when a
 is split, and the plain text `normalize` makes of LaTeX and unicode spellings."""
 import pytest
 
-from relrl.grading import (Extraction, extract_answer, grade, normalize, parse_number,
-                           parse_target_values, split_values, strip_thinking)
+from relrl.grading.grader import (
+    Extraction,
+    extract_answer,
+    grade,
+    normalize,
+    parse_number,
+    parse_target_values,
+    split_values,
+    strip_thinking,
+)
 
 EMPTY = Extraction(None, None, 0, None, reason="empty response")
 

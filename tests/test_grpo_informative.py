@@ -5,8 +5,10 @@ import json
 import pytest
 from test_grpo_trainer import ROWS, config, letters, tiny_policy
 
-from relrl.cli import UsageError
-from relrl.grpo_trainer import GRPOConfig, GRPOTrainer, build_parser, config_from_args
+from relrl.rl.grpo_config import GRPOConfig
+from relrl.rl.grpo_main import build_parser, config_from_args
+from relrl.rl.grpo_trainer import GRPOTrainer
+from relrl.runtime.cli import UsageError
 
 RIGHT_THROUGHOUT = {"q1", "q3"}
 

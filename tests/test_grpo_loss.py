@@ -4,8 +4,7 @@ import math
 import pytest
 import torch
 
-from relrl.grpo_loss import (LossConfig, batch_counts, group_advantages, overlong_penalty,
-                             policy_loss)
+from relrl.rl.grpo_loss import LossConfig, batch_counts, group_advantages, overlong_penalty, policy_loss
 
 MASK = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
 ADV = torch.tensor([1.0, -0.5])

@@ -3,7 +3,7 @@ its weight, and the loss keeps the policy's dtype whatever dtype the weights com
 import pytest
 import torch
 
-from relrl.grpo_loss import LossConfig, policy_loss
+from relrl.rl.grpo_loss import LossConfig, policy_loss
 
 ADV = torch.tensor([1.0, -0.5])
 MASK = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])

@@ -9,12 +9,15 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from relrl.cli import UsageError
-from relrl.grpo_trainer import GRPOConfig, GRPOTrainer, main, warmup_cosine
-from relrl.modeling import attach_lora
-from relrl.models import load_model
 from waiting import wait_until
+
+from relrl.modeling.loading import attach_lora
+from relrl.models.by_name import load_model
+from relrl.rl.grpo_config import GRPOConfig
+from relrl.rl.grpo_main import main
+from relrl.rl.grpo_trainer import GRPOTrainer
+from relrl.runtime.cli import UsageError
+from relrl.runtime.lr_schedule import warmup_cosine
 
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = [{"id": f"q{i}", "question": f"What is {i} plus {i + 1}?", "answer": str(2 * i + 1)}
@@ -250,20 +253,20 @@ def test_overlong_penalty_is_added_to_the_rollout_rewards(tmp_path):
 def test_loss_and_advantage_flags_reach_the_trainer(tmp_path, monkeypatch, variant):
     """--aggregation, --advantage, --clip-low/--clip-high and --num-iterations from the command
     line end up in the config, in the loss each micro-batch uses and in the update count."""
-    from relrl import grpo_trainer
-    from relrl.dynamic_sampling import Group
-    from relrl.grpo_loss import LossConfig
+    from relrl.rl import grpo_main, grpo_trainer
+    from relrl.rl.dynamic_sampling import Group
+    from relrl.rl.grpo_loss import LossConfig
 
     argv = ["--model", "tiny-random", "--dataset", "d.jsonl", "--output-dir", str(tmp_path),
             "--max-new-tokens", "8", "--aggregation", "seq_sum_constant",
             "--advantage", "mean_only", "--clip-low", "0.15", "--clip-high", "0.35",
             "--num-iterations", "3", "--beta", "0.0"]
-    args = grpo_trainer.build_parser(variant).parse_args(argv)
-    cfg = grpo_trainer.config_from_args(args, variant)
+    args = grpo_main.build_parser(variant).parse_args(argv)
+    cfg = grpo_main.config_from_args(args, variant)
     assert (cfg.aggregation, cfg.advantage, cfg.clip_low, cfg.clip_high, cfg.num_iterations) \
         == ("seq_sum_constant", "mean_only", 0.15, 0.35, 3)
-    defaults = grpo_trainer.config_from_args(
-        grpo_trainer.build_parser(variant).parse_args(argv[:8]), variant)
+    defaults = grpo_main.config_from_args(
+        grpo_main.build_parser(variant).parse_args(argv[:8]), variant)
     assert (defaults.aggregation, defaults.advantage, defaults.num_iterations) == \
         ("token_mean", "group_norm", 1)
 
@@ -376,14 +379,14 @@ def no_model(monkeypatch):
     """Fail loudly if a bad-input run gets as far as loading a model."""
     def refuse(*args, **kwargs):
         raise AssertionError("a model was loaded before the input was checked")
-    # The trainer's own binding (imported at the top of relrl.grpo_trainer), and the loader
+    # The command line's own binding (imported at the top of relrl.rl.grpo_main), and the loader
     # below it, so neither a built-in nor a hub model slips through.
-    monkeypatch.setattr("relrl.grpo_trainer.load_model", refuse)
-    monkeypatch.setattr("relrl.models.load_pretrained", refuse)
+    monkeypatch.setattr("relrl.rl.grpo_main.load_model", refuse)
+    monkeypatch.setattr("relrl.models.by_name.load_pretrained", refuse)
 
 
 def bad(capsys, variant, *args):
-    from relrl.cli import run_main
+    from relrl.runtime.cli import run_main
 
     with pytest.raises(SystemExit) as exit_info:
         run_main(lambda: main(variant, [str(a) for a in args]))
@@ -423,8 +426,8 @@ def test_bad_input_from_the_command_line(tmp_path):
 @pytest.mark.slow
 def test_exp7_on_tiny_with_the_grader_writes_checkpoints_evaluation_loads(tmp_path):
     """The real reward on the miniature base model (built on first use, up to 5 minutes)."""
-    from generators.families.dataset import generate_rows
-    from generators.families.registry import FAMILIES
+    from relrl.problems.dataset import generate_rows
+    from relrl.problems.registry import FAMILIES
 
     rows = generate_rows(list(FAMILIES.values()), 12, seed=5, paraphrases=0)
     data = write_rows(tmp_path / "train.jsonl", [{k: r[k] for k in ("question", "answer")}

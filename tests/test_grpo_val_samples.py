@@ -2,10 +2,11 @@
 --pass-rate-scheme, on tiny-random."""
 from test_grpo_trainer import ROWS, config, letters, tiny_policy
 
-from relrl.grpo_trainer import GRPOTrainer, build_parser, config_from_args
-from relrl.prompting import build_prompt
+from relrl.data.prompting import build_prompt
 from relrl.engines import question_seed
 from relrl.engines.hf import generate
+from relrl.rl.grpo_main import build_parser, config_from_args
+from relrl.rl.grpo_trainer import GRPOTrainer
 
 
 def test_validation_accuracy_counts_every_one_of_k_samples(tmp_path):

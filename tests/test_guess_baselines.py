@@ -1,7 +1,7 @@
 """Guess baselines: fitted on training rows only, scored with the evaluation's rule."""
 import pytest
 
-from relrl import guess_baselines as gb
+from relrl.evaluation import guess_baselines as gb
 
 
 def row(answer, family="f", question="What is the value?", kind="value", **extra):
@@ -98,8 +98,8 @@ def test_evaluation_records_the_baselines_fitted_on_baseline_train(tmp_path, cap
 
     from eval_helpers import fake_generate, run_script, write_rows
 
-    from relrl import evaluation as ev
-    from relrl.data import load_dataset, questions_fingerprint
+    from relrl.data.dataset_io import load_dataset, questions_fingerprint
+    from relrl.evaluation import runner as ev
 
     rows = load_dataset(write_rows(tmp_path / "d.jsonl", 12))
     train = tmp_path / "train.jsonl"
@@ -137,7 +137,7 @@ def test_evaluation_records_the_baselines_fitted_on_baseline_train(tmp_path, cap
 def test_replication_report_pools_each_seeds_guesses_by_group(tmp_path):
     import json
 
-    from relrl import replication_report as rr
+    from study import replication_report as rr
 
     def rec(i, group, target, passes=0):
         return {"id": f"{group}-{i}", "group": group, "question": "Which value?", "target": target,
@@ -169,7 +169,7 @@ def test_replication_report_pools_each_seeds_guesses_by_group(tmp_path):
 def test_demo_report_lists_the_best_guess_and_margins_per_set(tmp_path):
     import json
 
-    from relrl.demo_report import guess_lines
+    from study.demo_report import guess_lines
 
     block = {"best": {"guess": "constant", "accuracy": 0.57}, "tolerance_rule": "study"}
     (tmp_path / "compare_heldout.json").write_text(json.dumps({"guess_baselines": block, "rows": [

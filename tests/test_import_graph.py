@@ -9,28 +9,27 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PROJECT = ("relrl", "generators", "evaluation", "training", "benchmarks", "demo")
-SCRIPT_DIRS = ("relrl", "training", "evaluation", "generators", "benchmarks")
+PROJECT = ("relrl", "study", "generators", "evaluation", "training", "benchmarks", "demo")
+SCRIPT_DIRS = ("relrl", "study", "training", "evaluation", "generators", "benchmarks")
+OUTSIDE_THE_LIBRARY = ("study", "generators", "evaluation", "training", "benchmarks", "demo")
 
-# Bottom to top. A module may import modules of its own layer or of lower ones.
+# The package's folders, bottom to top. A module may import modules of its own layer or of lower
+# ones; the package's own __init__ sits at the bottom.
 LAYERS = [
-    ("pure logic", {"relrl", "relrl.cli", "relrl.grading", "relrl.stats", "relrl.clustered_stats",
-                    "relrl.prompting", "relrl.dynamic_sampling", "relrl.grpo_loss", "relrl.dpo_loss",
-                    "relrl.retention", "relrl.rewards", "relrl.folds", "relrl.tools",
-                    "relrl.tools.calculator", "relrl.strata"}),
-    ("data and model loading", {"relrl.data", "relrl.checkpointing", "relrl.distributed",
-                                "relrl.tracking", "relrl.api_client", "relrl.verl_export",
-                                "relrl.modeling", "relrl.logprobs", "relrl.sft_data",
-                                "relrl.stage_times", "relrl.stage_inputs", "relrl.results_io",
-                                "relrl.guess_baselines"}),
-    ("engines", {"relrl.engines", "relrl.engines.base", "relrl.engines.hf", "relrl.engines.vllm"}),
-    ("built-in models", {"relrl.tiny_tokenizer", "relrl.tiny_models", "relrl.tiny_build"}),
+    ("problems, grading and tools", {"relrl", "relrl.problems", "relrl.grading", "relrl.tools"}),
+    ("runtime", {"relrl.runtime"}),
+    ("data and prompting", {"relrl.data"}),
+    ("model loading and log-probs", {"relrl.modeling"}),
+    ("engines", {"relrl.engines"}),
     ("models by name", {"relrl.models"}),
-    ("trainers and evaluation runner", {"relrl.evaluation", "relrl.grpo_trainer", "relrl.sft_trainer",
-                                        "relrl.dpo_trainer"}),
-    ("reports", {"relrl.demo_report", "relrl.replication_report", "relrl.reanalysis",
-                 "relrl.result_plots"}),
+    ("evaluation and statistics", {"relrl.evaluation"}),
+    ("trainers", {"relrl.rl", "relrl.finetune"}),
 ]
+
+
+def folder_of(module: str) -> str:
+    """relrl.rl.grpo_loss -> relrl.rl; relrl.rl -> relrl.rl; relrl -> relrl."""
+    return ".".join(module.split(".")[:2])
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -114,11 +113,19 @@ def layer_violations(graph: dict[str, set[str]]) -> list[str]:
     level = {m: i for i, (_, members) in enumerate(LAYERS) for m in members}
     bad = []
     for module, targets in sorted(graph.items()):
+        here = level[folder_of(module)]
         for target in sorted(targets):
-            if level[target] > level[module]:
-                bad.append(f"{module} ({LAYERS[level[module]][0]}) imports {target} "
-                           f"({LAYERS[level[target]][0]})")
+            there = level[folder_of(target)]
+            if there > here:
+                bad.append(f"{module} ({LAYERS[here][0]}) imports {target} ({LAYERS[there][0]})")
     return bad
+
+
+def imports_from_outside(files, root: Path = ROOT) -> list[str]:
+    """Imports, anywhere in the given files, of the scripts or of the study's reporting."""
+    return [f"{path.relative_to(root)}:{line}: {target}"
+            for path in files for target, line, _ in project_imports(ast.parse(path.read_text()), set())
+            if target.split(".")[0] in OUTSIDE_THE_LIBRARY]
 
 
 def local_project_imports(files, root: Path = ROOT) -> list[str]:
@@ -136,11 +143,12 @@ def project_files() -> list[Path]:
 
 
 # ---------------------------------------------------------------------- the real package
-def test_every_module_of_the_package_has_a_layer():
-    modules = set(package_modules())
+def test_every_folder_of_the_package_has_a_layer():
+    folders = {folder_of(m) for m in package_modules()}
     layered = set().union(*(members for _, members in LAYERS))
-    assert modules - layered == set(), "give these modules a layer in LAYERS"
-    assert layered - modules == set(), "LAYERS names modules that do not exist"
+    assert folders - layered == set(), "give these folders a layer in LAYERS"
+    assert layered - folders == set(), "LAYERS names folders that do not exist"
+    assert all(len(m.split(".")) <= 3 for m in package_modules()), "one level of folders"
 
 
 def test_the_package_has_no_import_cycle():
@@ -158,9 +166,9 @@ def test_project_modules_are_imported_at_the_top_of_every_file():
 
 def test_the_built_in_models_are_above_loading_and_the_engines():
     graph = import_graph(package_modules())
-    below = {"relrl.modeling", "relrl.engines", "relrl.engines.hf", "relrl.engines.vllm"}
-    assert all(not (graph[m] & {"relrl.tiny_models", "relrl.tiny_build", "relrl.models"}) for m in below)
-    assert {"relrl.tiny_build", "relrl.tiny_models"} <= graph["relrl.models"]
+    below = {"relrl.modeling.loading", "relrl.engines", "relrl.engines.hf", "relrl.engines.vllm"}
+    assert all(not (graph[m] & {"relrl.modeling.tiny_models", "relrl.models.tiny_build", "relrl.models.by_name"}) for m in below)
+    assert {"relrl.models.tiny_build", "relrl.modeling.tiny_models"} <= graph["relrl.models.by_name"]
 
 
 # ---------------------------------------------------------------------- the checks can fail
@@ -176,22 +184,31 @@ def planted(tmp_path):
 
 
 def test_a_planted_cycle_is_found_and_printed(planted):
-    grading = planted / "relrl" / "grading.py"
-    grading.write_text(grading.read_text() + "\nfrom relrl.data import DatasetError\n")
+    grader = planted / "relrl" / "grading" / "grader.py"
+    grader.write_text(grader.read_text() + "\nfrom relrl.data.dataset_io import DatasetError\n")
     cycle = find_cycle(import_graph(package_modules(planted)))
     assert cycle is not None and cycle[0] == cycle[-1]
-    assert {"relrl.grading", "relrl.data"} <= set(cycle)
+    assert {"relrl.grading.grader", "relrl.data.dataset_io"} <= set(cycle)
 
 
 def test_a_planted_upward_import_is_a_violation(planted):
-    modeling = planted / "relrl" / "modeling.py"
-    modeling.write_text(modeling.read_text() + "\nfrom relrl import tiny_models\n")
+    loading = planted / "relrl" / "modeling" / "loading.py"
+    loading.write_text(loading.read_text() + "\nfrom relrl.models import tiny_build\n")
+    found = "relrl.modeling.loading (model loading and log-probs) imports {} (models by name)"
+    # the package first, as Python imports it first
     assert layer_violations(import_graph(package_modules(planted))) == [
-        "relrl.modeling (data and model loading) imports relrl.tiny_models (built-in models)"]
+        found.format("relrl.models"), found.format("relrl.models.tiny_build")]
+
+
+def test_a_planted_import_of_a_script_is_found(planted):
+    folds = planted / "relrl" / "data" / "folds.py"
+    folds.write_text(folds.read_text() + "\nfrom study.stage_times import read_times\n")
+    found = imports_from_outside(sorted((planted / "relrl").rglob("*.py")), planted)
+    assert found == [f"relrl/data/folds.py:{len(folds.read_text().splitlines())}: study.stage_times"]
 
 
 def test_a_planted_local_import_is_found(tmp_path):
     script = tmp_path / "script.py"
-    script.write_text("import os\n\n\ndef run():\n    from relrl.grading import grade\n"
+    script.write_text("import os\n\n\ndef run():\n    from relrl.grading.grader import grade\n"
                       "    import vllm  # heavy and optional\n    return grade\n")
-    assert local_project_imports([script], tmp_path) == ["script.py:5: relrl.grading"]
+    assert local_project_imports([script], tmp_path) == ["script.py:5: relrl.grading.grader"]

@@ -2,12 +2,12 @@
 import pytest
 import torch
 
-from relrl.logprobs import completion_logprobs, naive_logprobs, pack_sequences
-from relrl.modeling import attach_lora, reference_policy
-from relrl.models import load_model
-from relrl.prompting import build_prompt
+from relrl.data.prompting import build_prompt
 from relrl.engines.base import SamplingConfig
 from relrl.engines.hf import generate
+from relrl.modeling.loading import attach_lora, reference_policy
+from relrl.modeling.logprobs import completion_logprobs, naive_logprobs, pack_sequences
+from relrl.models.by_name import load_model
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Edge cases of relrl.logprobs against independent references: the bf16 autograd function over
+"""Edge cases of relrl.modeling.logprobs against independent references: the bf16 autograd function over
 several (ragged) vocabulary blocks, logsumexp far from zero, the default chunk sizes, empty
 completions, entropy only when asked, checkpointed chunks, what the decoder is called with
 (padded and Unsloth-packed rows), and pack_sequences' corner cases.
@@ -8,9 +8,14 @@ so every test runs in a fraction of a second."""
 import pytest
 import torch
 
-from relrl import logprobs as L
-from relrl.logprobs import (completion_logprobs, default_chunk_size, head_logprobs, naive_logprobs,
-                            pack_sequences)
+from relrl.modeling import logprobs as L
+from relrl.modeling.logprobs import (
+    completion_logprobs,
+    default_chunk_size,
+    head_logprobs,
+    naive_logprobs,
+    pack_sequences,
+)
 
 VOCAB, HIDDEN = 50, 16
 

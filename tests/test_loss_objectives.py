@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from relrl.grpo_loss import LossConfig, importance_weights, policy_loss
+from relrl.rl.grpo_loss import LossConfig, importance_weights, policy_loss
 
 MASK = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
 ADV = torch.tensor([1.0, -0.5])

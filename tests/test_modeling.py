@@ -4,12 +4,19 @@ import json
 import pytest
 import torch
 
-from relrl.cli import UsageError
-from relrl.logprobs import completion_logprobs, pack_sequences
-from relrl.modeling import (DEFAULT_TARGET_MODULES, attach_lora, check_adapter_dir, device_of,
-                            load_adapter, reference_policy, save_adapter)
-from relrl.models import load_model
-from relrl.tiny_models import new_model, qwen3_config
+from relrl.modeling.loading import (
+    DEFAULT_TARGET_MODULES,
+    attach_lora,
+    check_adapter_dir,
+    device_of,
+    load_adapter,
+    reference_policy,
+    save_adapter,
+)
+from relrl.modeling.logprobs import completion_logprobs, pack_sequences
+from relrl.modeling.tiny_models import new_model, qwen3_config
+from relrl.models.by_name import load_model
+from relrl.runtime.cli import UsageError
 
 NO_CUDA = not torch.cuda.is_available()
 

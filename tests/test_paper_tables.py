@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from relrl.cli import run_main
+from relrl.runtime.cli import run_main
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -5,8 +5,8 @@ from fractions import Fraction
 
 import pytest
 
-from relrl.clustered_stats import at_k_interval
-from relrl.stats import bootstrap_ci, mean_at_k, pass_at_k
+from relrl.evaluation.clustered_stats import at_k_interval
+from relrl.evaluation.stats import bootstrap_ci, mean_at_k, pass_at_k
 
 SMALL = [(n, c, k) for n in range(1, 8) for c in range(n + 1) for k in range(1, n + 1)]
 

@@ -2,14 +2,11 @@
 import json
 import math
 import statistics
-import sys
-from pathlib import Path
 from statistics import NormalDist
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "evaluation"))
-import power_analysis  # noqa: E402
+from evaluation import power_analysis
 
 # one question per group, so the group structure adds nothing: Var(D_g) = V_q (1 - s + s / K)...
 # with the share s that does not shrink put at 0: V_q / K
@@ -78,7 +75,7 @@ def test_k_sample_records_measure_the_noise_split(tmp_path):
 
 
 def test_missing_results_are_a_usage_error(tmp_path):
-    from relrl.cli import UsageError
+    from relrl.runtime.cli import UsageError
 
     with pytest.raises(UsageError, match="--results"):
         power_analysis.main(["--results", str(tmp_path)])

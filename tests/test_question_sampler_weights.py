@@ -5,7 +5,7 @@ from fractions import Fraction
 
 import pytest
 
-from relrl.dynamic_sampling import QuestionSampler
+from relrl.rl.dynamic_sampling import QuestionSampler
 
 
 def predictive(n_questions=2, seed=0, **kwargs):

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from relrl.cli import run_main
-from relrl.demo_report import splice_results_md
-from relrl.reanalysis import MODELS, fitting_rows, reanalyse, regrade, render
+from relrl.runtime.cli import run_main
+from study.demo_report import splice_results_md
+from study.reanalysis import MODELS, fitting_rows, reanalyse, regrade, render
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "results" / "reanalysis"

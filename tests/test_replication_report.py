@@ -1,5 +1,5 @@
 """The pooled report of `demo.py --seeds`: every number recomputed here from small fake per-seed
-result files, by brute-force enumeration and plain arithmetic (not relrl.clustered_stats)."""
+result files, by brute-force enumeration and plain arithmetic (not relrl.evaluation.clustered_stats)."""
 import itertools
 import json
 import statistics
@@ -8,7 +8,7 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from relrl import replication_report as rr
+from study import replication_report as rr
 
 SEEDS = [2, 3]
 MODELS = ("SFT warm start", "GRPO exp7 best", "GRPO exp7 final", "GRPO exp10 best")
@@ -166,7 +166,7 @@ def test_best_step_stability_reaches_the_report(root):
 
 
 def test_run_time_per_seed_comes_from_the_recorded_stage_attempts(root):
-    from relrl import stage_times
+    from study import stage_times
     for seed, rows in ((2, [("screen", 0, 600, "interrupted", "aaa"), ("screen", 900, 1500, 0, "bbb"),
                             ("train", 1500, 3300, 0, "bbb"), ("evaluate", 3000, 3600, 0, "bbb")]),
                        (3, [])):

@@ -2,11 +2,11 @@
 import json
 
 import pytest
-
 from eval_helpers import fake_generate, run_script, write_rows
-from relrl import evaluation as ev
-from relrl.data import load_dataset, questions_fingerprint
-from relrl.result_plots import plot_run, plot_set, validation_points
+
+from relrl.data.dataset_io import load_dataset, questions_fingerprint
+from relrl.evaluation import runner as ev
+from study.result_plots import plot_run, plot_set, validation_points
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from relrl import evaluation as ev
-from relrl.data import DatasetError
-from relrl.results_io import pair_accuracies, read_result, records_path, write_result
+from relrl.data.dataset_io import DatasetError
+from relrl.evaluation import runner as ev
+from relrl.evaluation.results_io import pair_accuracies, read_result, records_path, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = sorted(p for p in (ROOT / "results").glob("**/eval/*/*.json"))

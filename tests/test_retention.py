@@ -1,7 +1,7 @@
 """The retention set keeps the holdout questions the base screened right often, in order."""
 import pytest
 
-from relrl.retention import select_retention
+from relrl.evaluation.retention import select_retention
 
 HOLDOUT = [{"id": f"q{i}", "group": f"g{i // 2}", "question": "?", "answer": "1"} for i in range(5)]
 SCREENED = [{"id": "q0", "base_score": 1, "base_samples": 4}, {"id": "q1", "base_score": 2, "base_samples": 4},

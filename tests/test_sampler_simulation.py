@@ -6,7 +6,7 @@ import pytest
 from scipy.stats import betabinom
 
 from benchmarks import sampler_simulation as sim
-from relrl.dynamic_sampling import QuestionSampler
+from relrl.rl.dynamic_sampling import QuestionSampler
 
 
 def test_predictive_weights_are_the_beta_binomial_chance_of_a_mixed_group():

@@ -2,11 +2,11 @@
 import json
 
 import pytest
-
 from eval_helpers import fake_generate, one_thread, run_script, write_rows  # noqa: F401 (fixture)
-from relrl import evaluation as ev
-from relrl.data import load_dataset
-from relrl.results_io import read_result
+
+from relrl.data.dataset_io import load_dataset
+from relrl.evaluation import runner as ev
+from relrl.evaluation.results_io import read_result
 
 
 @pytest.fixture

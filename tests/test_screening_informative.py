@@ -4,9 +4,10 @@ question (the study's rule too: "not 100% correct, not 0% correct")."""
 import json
 
 from eval_helpers import FakeCompletion, one_thread, run_script  # noqa: F401 (fixture)
-from relrl import evaluation as ev
-from relrl.data import load_dataset
-from relrl.results_io import read_result
+
+from relrl.data.dataset_io import load_dataset
+from relrl.evaluation import runner as ev
+from relrl.evaluation.results_io import read_result
 
 ROWS = [
     # both right: exact (reward 1.0) and 0.5% off (reward 0.8)

@@ -10,18 +10,18 @@ import sys
 
 import pytest
 import torch
+from conftest import ROOT
 from safetensors.torch import load_file
 
-from conftest import ROOT
-from relrl.results_io import pair_accuracies, read_result
-from relrl.sft_data import IGNORE, assistant_text, build_examples, collate_examples
+from relrl.evaluation.results_io import pair_accuracies, read_result
+from relrl.finetune.examples import IGNORE, assistant_text, build_examples, collate_examples
 
 SCRIPT = ROOT / "training" / "sft_qwen3_kfold.py"
 
 
 @pytest.fixture(scope="module")
 def tiny_random():
-    from relrl.models import load_model
+    from relrl.models.by_name import load_model
 
     return load_model("tiny-random")
 
@@ -83,7 +83,7 @@ def test_labels_mask_prompt_and_padding_and_count_every_assistant_token(tiny_ran
 def test_loss_counts_exactly_the_labelled_tokens(tiny_random):
     """The SFT loss equals the standard shifted cross-entropy with ignore_index -100 over the
     labels, and a padded example's loss is the same as alone."""
-    from relrl.sft_trainer import token_nll
+    from relrl.finetune.sft_trainer import token_nll
 
     model, tok = tiny_random
     rows = toy_rows(3, 1)
@@ -115,8 +115,8 @@ def test_truncation_and_dropped_rows(tiny_random):
 
 
 def _sft_grads(model, tok, examples, micro_batch, grad_accum):
-    from relrl.modeling import attach_lora
-    from relrl.sft_trainer import SFTConfig, SFTTrainer
+    from relrl.finetune.sft_trainer import SFTConfig, SFTTrainer
+    from relrl.modeling.loading import attach_lora
 
     torch.manual_seed(0)
     peft = attach_lora(model, r=4, alpha=8)
@@ -146,7 +146,7 @@ def test_micro_batching_changes_memory_not_the_step(tiny_random):
 
 
 def test_neftune_noise_scale_mask_and_eval_mode():
-    from relrl.sft_trainer import NEFTune
+    from relrl.finetune.sft_trainer import NEFTune
 
     embed = torch.nn.Embedding(50, 16)
 
@@ -179,7 +179,7 @@ def test_neftune_noise_scale_mask_and_eval_mode():
 
 
 def test_plan_runs_folds_keep_groups_together(tmp_path):
-    from relrl.sft_trainer import SFTConfig, plan_runs
+    from relrl.finetune.sft_trainer import SFTConfig, plan_runs
 
     rows = toy_rows(7, 3)
     plans = plan_runs(SFTConfig(model="tiny-random"), rows, tmp_path, folds=3, fold=None,
@@ -230,7 +230,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
     (["--folds", "2", "--eval-temperature", "0"], "--eval-temperature: must be > 0"),
 ])
 def test_bad_fold_requests_stop_before_any_work(tmp_path, extra, message):
-    from relrl.cli import UsageError
+    from relrl.runtime.cli import UsageError
 
     data = write_jsonl(tmp_path / "d.jsonl", toy_rows(6, 2))
     with pytest.raises(UsageError, match=re.escape(message)):
@@ -294,7 +294,7 @@ def test_summarize_rebuilds_the_same_summary(fold_run):
 def test_fold_adapter_is_grpo_exp7_warm_start(fold_run, tmp_path):
     """grpo_exp7_dynamic.py --sft-adapter <run>/adapters --fold 1 loads the fold's adapter
     trainable and one GRPO update moves it (a toy reward gives the group a spread)."""
-    from relrl.grpo_trainer import main as grpo_main
+    from relrl.rl.grpo_main import main as grpo_main
 
     adapters = fold_run / "run" / "adapters"
     argv = ["--model", "tiny-random", "--dataset", str(fold_run / "train.jsonl"),
@@ -313,7 +313,7 @@ def test_fold_adapter_is_grpo_exp7_warm_start(fold_run, tmp_path):
 
 
 def test_rerun_without_resume_refuses_and_resume_is_a_no_op(fold_run):
-    from relrl.cli import UsageError
+    from relrl.runtime.cli import UsageError
 
     args = [*FOLD_ARGS, "--dataset", fold_run / "train.jsonl", "--output-dir", fold_run / "run",
             "--fold", "0"]
@@ -330,7 +330,7 @@ def test_rerun_without_resume_refuses_and_resume_is_a_no_op(fold_run):
 def _train_all(tmp_path, name, data, *, stop_at=None, resume=False):
     """training/sft_qwen3_kfold.py --train-all in this process; with stop_at, SIGTERM arrives
     during that step, as SLURM sends it."""
-    from relrl import sft_trainer
+    from relrl.finetune import sft_trainer
 
     original = sft_trainer.SFTTrainer.train_step
 
@@ -384,8 +384,8 @@ def test_short_sft_raises_tiny_accuracy_on_its_families(tmp_path):
     gained +17.5 points (McNemar p 2e-5), while other mixed trios gained +5.0 to +8.0 (v2's trio,
     k_out_of_n, parallel_active and series_availability, +7.0 on v3 against +13 to +18 on v2).
     The assertion leaves room for another machine's floating point, not for another build."""
-    from generators.families.dataset import generate_rows
-    from generators.families.registry import select
+    from relrl.problems.dataset import generate_rows
+    from relrl.problems.registry import select
 
     families = ["point_availability", "cold_standby", "k_out_of_n"]
     rows = generate_rows(select(families), 400, 5, paraphrases=1)

@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
-
-from relrl.results_io import read_result
 from slurm_gate import ci_started_a_cluster, cluster_unavailable
+
+from relrl.evaluation.results_io import read_result
 
 ROOT = Path(__file__).resolve().parents[1]
 SLURM = ROOT / "slurm"
@@ -62,7 +62,7 @@ def work(tmp_path_factory):
     if reason:
         cluster_unavailable(reason)
     # Build the tiny model once here, not in several array tasks at the same time.
-    python("-c", f"from relrl.models import load_model; load_model({MODEL!r})")
+    python("-c", f"from relrl.models.by_name import load_model; load_model({MODEL!r})")
     return tmp_path_factory.mktemp("slurm")
 
 

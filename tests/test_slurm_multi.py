@@ -137,7 +137,7 @@ def test_verl_dapo_dry_run_carries_the_study_settings():
         "reward_model.overlong_buffer.enable": "True", "actor_rollout_ref.rollout.n": "4",
         "actor_rollout_ref.model.lora_rank": "32", "actor_rollout_ref.actor.optim.lr": "1e-5",
         "actor_rollout_ref.model.path": "Qwen/Qwen3-8B",
-        "custom_reward_function.path": str(ROOT / "relrl" / "rewards.py"),
+        "custom_reward_function.path": str(ROOT / "relrl" / "grading" / "rewards.py"),
         "custom_reward_function.name": "compute_score",
         "++custom_reward_function.reward_kwargs.tolerance_rule": "study",
         "data.train_files": "/data/run/verl/train.parquet",

@@ -7,8 +7,8 @@ import sys
 import pytest
 
 import demo
-from relrl import stage_times
-from relrl.demo_report import stage_table
+from study import stage_times
+from study.demo_report import stage_table
 
 
 def rec(stage, start, end, status=0, code="abc"):

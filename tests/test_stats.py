@@ -1,4 +1,4 @@
-"""relrl.stats against values computed by hand or published."""
+"""relrl.evaluation.stats against values computed by hand or published."""
 import itertools
 import math
 import re
@@ -9,9 +9,17 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from relrl.stats import (_BOOT_CELLS, bootstrap_ci, discordant, holm, mcnemar,
-                         paired_bootstrap_ci, paired_permutation_test, pass_at_k,
-                         wilson_interval)
+from relrl.evaluation.stats import (
+    _BOOT_CELLS,
+    bootstrap_ci,
+    discordant,
+    holm,
+    mcnemar,
+    paired_bootstrap_ci,
+    paired_permutation_test,
+    pass_at_k,
+    wilson_interval,
+)
 
 
 def test_mcnemar_study_split_15_4():

@@ -2,7 +2,7 @@
 naming the signal (SIGUSR1 when it names none or cannot be read); an empty variable means none."""
 import pytest
 
-from relrl.checkpointing import STOP_FILE_ENV, StopFlag
+from relrl.runtime.checkpointing import STOP_FILE_ENV, StopFlag
 
 
 @pytest.mark.parametrize("text, signal", [("SIGTERM\n", "SIGTERM"), ("SIGUSR1", "SIGUSR1"),

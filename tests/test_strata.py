@@ -1,7 +1,7 @@
 """Stratified accuracy and per-family rank correlation on hand-made records."""
 import pytest
 
-from relrl.strata import by_family, by_target_range, median_rank_correlation, strata
+from relrl.evaluation.strata import by_family, by_target_range, median_rank_correlation, strata
 
 
 def record(target, values, correct, family="f"):
@@ -83,7 +83,7 @@ def test_summary_counts_families_with_a_correlation():
 
 
 def test_the_evaluation_summary_records_the_strata():
-    from relrl.evaluation import EvalSettings, model_result
+    from relrl.evaluation.runner import EvalSettings, model_result
 
     rows = [{"id": str(t), "target": str(t), "family": "a", "value": t, "correct": True,
              "truncated": False, "pass_count": 1, "samples": 1} for t in (0.9, 0.2, 0.3, 0.4, 0.5)]

@@ -1,4 +1,4 @@
-"""`python -m relrl.tiny_build` started while another process builds `tiny` waits for it and
+"""`python -m relrl.models.tiny_build` started while another process builds `tiny` waits for it and
 reuses its model instead of building a second time."""
 import fcntl
 import json
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from relrl import tiny_build
+from relrl.models import tiny_build
 
 REPORT = {"by_family": {"series_reliability": 0.5}, "overall": 0.5, "questions": 2,
           "samples_per_question": 4, "tolerance_rule": "study", "share_all_wrong": 0.0,

@@ -6,10 +6,10 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from relrl.models import load_model
-from relrl.prompting import SYSTEM_PROMPT, build_prompt, build_training_text
-from relrl.tiny_build import RECIPE, build_tiny, checked_report, load_or_build_tiny, tiny_dir
-from relrl.tiny_tokenizer import fixed_tokenizer
+from relrl.data.prompting import SYSTEM_PROMPT, build_prompt, build_training_text
+from relrl.modeling.tiny_tokenizer import fixed_tokenizer
+from relrl.models.by_name import load_model
+from relrl.models.tiny_build import RECIPE, build_tiny, checked_report, load_or_build_tiny, tiny_dir
 
 
 @pytest.fixture(scope="module")

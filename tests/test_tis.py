@@ -1,9 +1,9 @@
 """Truncated importance sampling on trainer/sampler log-probs: the weights, the cap, the stats."""
 import pytest
 import torch
-
-from relrl.grpo_loss import LossConfig, policy_loss
 from test_grpo_trainer import trainer
+
+from relrl.rl.grpo_loss import LossConfig, policy_loss
 
 ADV = torch.tensor([1.0, -0.5])
 MASK = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])

@@ -5,7 +5,7 @@ import pytest
 
 import demo
 
-GRADING = ("relrl.tiny_build", "screen_v4.py", "sft_qwen3_kfold.py", "grpo_exp7_dynamic.py",
+GRADING = ("relrl.models.tiny_build", "screen_v4.py", "sft_qwen3_kfold.py", "grpo_exp7_dynamic.py",
            "grpo_exp10_nosft.py", "evaluate_single.py", "evaluate_finetuned_only.py")
 
 

@@ -3,7 +3,7 @@ from the dataset's `target_kind` column (TRL), from the question when that colum
 from extra_info (verl)."""
 import pytest
 
-from relrl.rewards import compute_score, make_reliability_reward, reliability_reward
+from relrl.grading.rewards import compute_score, make_reliability_reward, reliability_reward
 
 WIDE = "\\boxed{0.95}"  # 1.5% off 0.9355 relatively (reward 0.4), 22% off its complement (0.01)
 

@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
-from relrl.data import DatasetError, load_dataset
+
+from relrl.data.dataset_io import DatasetError, load_dataset
 
 ROW = {"question": "Determine the reliability of the pump.", "answer": "0.9355"}
 
@@ -47,7 +47,7 @@ REPORT = {"samples_per_question": 4, "questions": 2, "overall": 0.5, "truncated"
 
 
 def test_tiny_build_prints_the_check_of_the_rule_asked(tmp_path):
-    from relrl.tiny_build import RECIPE
+    from relrl.models.tiny_build import RECIPE
 
     folder = tmp_path / f"tiny-{RECIPE.version}"
     folder.mkdir()
@@ -56,7 +56,7 @@ def test_tiny_build_prints_the_check_of_the_rule_asked(tmp_path):
         {**REPORT, "overall": 0.25, "tolerance_rule": "complement"}))
 
     def tiny_build(*args):
-        run = subprocess.run([sys.executable, "-m", "relrl.tiny_build", *args], cwd=ROOT,
+        run = subprocess.run([sys.executable, "-m", "relrl.models.tiny_build", *args], cwd=ROOT,
                              capture_output=True, text=True, timeout=120,
                              env={**os.environ, "RELRL_CACHE": str(tmp_path)})
         assert run.returncode == 0, run.stderr

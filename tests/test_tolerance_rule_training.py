@@ -4,11 +4,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from relrl import evaluation as ev
-from relrl.cli import ArgumentParser, UsageError
-from relrl.grpo_trainer import GRPOConfig, build_parser, config_from_args, grader_reward
-from relrl.sft_trainer import build_parser as sft_parser
-from relrl.sft_trainer import eval_settings_from_args
+from relrl.evaluation import runner as ev
+from relrl.finetune.sft_trainer import build_parser as sft_parser
+from relrl.finetune.sft_trainer import eval_settings_from_args
+from relrl.grading.rewards import grader_reward
+from relrl.rl.grpo_config import GRPOConfig
+from relrl.rl.grpo_main import build_parser, config_from_args
+from relrl.runtime.cli import ArgumentParser, UsageError
 
 ROW = {"id": "q1", "question": "Determine the reliability of the pump at 1000 h.",
        "answer": "0.9355"}

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from relrl import tracking
-from relrl.cli import UsageError
-from relrl.grpo_trainer import main as grpo_main
+from relrl.rl.grpo_main import main as grpo_main
+from relrl.runtime import tracking
+from relrl.runtime.cli import UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = [{"id": f"q{i}", "question": f"What is {i} plus {i + 1}?", "answer": str(2 * i + 1)}

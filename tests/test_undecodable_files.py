@@ -5,9 +5,9 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
-from relrl.data import DatasetError, load_dataset, read_json, read_records
+
+from relrl.data.dataset_io import DatasetError, load_dataset, read_json, read_records
 
 LATIN1 = json.dumps({"question": "Une pièce à 85 °C: fiabilité?", "answer": "0.9"},
                     ensure_ascii=False).encode("latin-1") + b"\n"

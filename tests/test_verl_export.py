@@ -1,5 +1,5 @@
 """The verl export: parquet in verl's RL schema that round-trips through pyarrow and datasets,
-whose rows each score 1.0 for their own worked solution under relrl.rewards.compute_score, and
+whose rows each score 1.0 for their own worked solution under relrl.grading.rewards.compute_score, and
 whose reward function verl's own loader accepts (when verl is installed)."""
 import importlib.util
 import json
@@ -8,13 +8,13 @@ import sys
 
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import ROOT
-from generators.families.dataset import generate_rows
-from generators.families.registry import FAMILIES
-from relrl.grading import TOLERANCE_RULES, target_kind_of
-from relrl.prompting import SYSTEM_PROMPT
-from relrl.rewards import compute_score
+
+from relrl.data.prompting import SYSTEM_PROMPT
+from relrl.grading.grader import TOLERANCE_RULES, target_kind_of
+from relrl.grading.rewards import compute_score
+from relrl.problems.dataset import generate_rows
+from relrl.problems.registry import FAMILIES
 
 BUILD = ROOT / "generators" / "build_dataset.py"
 
@@ -83,7 +83,7 @@ def test_verl_loads_the_custom_reward_function():
     from verl.trainer.ppo.reward import get_custom_reward_fn
 
     config = OmegaConf.create({"custom_reward_function": {
-        "path": str(ROOT / "relrl" / "rewards.py"), "name": "compute_score",
+        "path": str(ROOT / "relrl" / "grading" / "rewards.py"), "name": "compute_score",
         "reward_kwargs": {}}})
     fn = get_custom_reward_fn(config)
     assert fn(data_source="relrl/reliability", solution_str="so \\boxed{0.25}",

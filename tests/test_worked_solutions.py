@@ -5,9 +5,9 @@ from argparse import Namespace
 
 import pytest
 
-from generators.families.dataset import generate_rows
-from generators.families.registry import FAMILIES
 from generators.verify_reasoning import _NUM, arithmetic_steps, check_item
+from relrl.problems.dataset import generate_rows
+from relrl.problems.registry import FAMILIES
 
 ARGS = Namespace(tolerance=0.01, step_tolerance=0.01,  # verify_reasoning.py's defaults
                  tolerance_rule="study")

@@ -2,18 +2,13 @@
 
 The SFT adapter (--sft-adapter / SFT_LORA_PATH, or <folder>/fold_<k> with --fold / FOLD) is
 trained further; the reference policy for the KL term is the base model (adapter off).
-All logic is in relrl/grpo_trainer.py; this file only picks the defaults.
+All logic is in relrl/rl/grpo_main.py; this file only picks the defaults.
 
   python training/grpo_exp7_dynamic.py --model tiny --dataset data/mixed.jsonl \\
       --val-dataset data/val.jsonl --sft-adapter adapters/fold_4 --output-dir runs/exp7
 """
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from relrl.cli import run_main
-from relrl.grpo_trainer import main as train
+from relrl.rl.grpo_main import main as train
+from relrl.runtime.cli import run_main
 
 
 def main(argv=None):

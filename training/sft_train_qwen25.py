@@ -5,13 +5,10 @@ evaluation/evaluate_qwen25_base.py for the same --folds and --fold-seed).
   python training/sft_train_qwen25.py --model tiny --dataset data/non_mixed.jsonl \\
       --output-dir runs/sft_qwen25 --folds 5
 """
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from relrl.cli import run_main
-from relrl.sft_trainer import main as train
+from relrl.finetune.sft_trainer import main as train
+from relrl.runtime.cli import run_main
 
 
 def main(argv=None):

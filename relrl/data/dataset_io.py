@@ -3,7 +3,7 @@
 A dataset row has `question` and `answer` (a string), usually `answer_type` and `source`,
 optionally `reasoning`, and our own optional fields `id`, `group`, `family`, `topic`,
 `difficulty`, `base_score`, and `target_kind` ("probability" or "value": how the complement
-tolerance rule reads the answer, relrl.grading). A file is JSONL (one object a line) or one
+tolerance rule reads the answer, relrl.grading.grader). A file is JSONL (one object a line) or one
 JSON array.
 """
 from __future__ import annotations
@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from relrl.cli import UsageError
-from relrl.grading import TARGET_KINDS, parse_target_values
+from relrl.grading.grader import TARGET_KINDS, parse_target_values
+from relrl.runtime.cli import UsageError
 
 
 class DatasetError(UsageError):
     """A file that cannot be used, named with its line: reported in one line, exit status 2
-    (a UsageError, so relrl.cli.run_main reports it without cli importing this module)."""
+    (a UsageError, so relrl.runtime.cli.run_main reports it without cli importing this module)."""
 
 
 @dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from relrl.cli import UsageError
+from relrl.runtime.cli import UsageError
 
 
 def group_of(row: dict) -> str:

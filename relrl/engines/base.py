@@ -9,7 +9,7 @@ call. The trainer and the evaluation runner hold an Engine and never ask which o
   updating()            a block around an optimiser update (vLLM may sleep to free memory)
   close()
 `should_stop` is asked once per decoding step; when it says yes, generate ends within that
-step and raises CollectionStopped, so the caller restores its state and a resume redraws.
+step and raises GenerationStopped, so the caller restores its state and a resume redraws.
 """
 from __future__ import annotations
 
@@ -18,9 +18,13 @@ import hashlib
 from dataclasses import dataclass
 from typing import Callable
 
-from relrl.cli import UsageError
+from relrl.runtime.cli import UsageError
 
 STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
+
+
+class GenerationStopped(Exception):
+    """`should_stop` said yes during generate(); no completion of that call is returned."""
 ENGINES = ("hf", "vllm")
 
 

@@ -18,10 +18,17 @@ from typing import Callable
 
 import torch
 
-from relrl.dynamic_sampling import CollectionStopped
-from relrl.engines.base import (Completion, Engine, SamplingConfig, encode_prompts,
-                                make_completion, sample_seed, stop_token_ids)
-from relrl.modeling import device_of, generation_mode, reference_policy
+from relrl.engines.base import (
+    Completion,
+    Engine,
+    GenerationStopped,
+    SamplingConfig,
+    encode_prompts,
+    make_completion,
+    sample_seed,
+    stop_token_ids,
+)
+from relrl.modeling.loading import device_of, generation_mode, reference_policy
 
 
 def filter_top_p(scores: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -67,7 +74,7 @@ class SeededGumbelSampler:
 
 class StopRequested:
     """Ends generate() at the end of the current decoding step once a stop is requested
-    (SIGTERM/SIGUSR1 via relrl.checkpointing.StopFlag), instead of after max_new_tokens. A
+    (SIGTERM/SIGUSR1 via relrl.runtime.checkpointing.StopFlag), instead of after max_new_tokens. A
     stopping criterion for generate, which only calls it."""
 
     def __init__(self, should_stop: Callable[[], bool]):
@@ -106,7 +113,7 @@ def generate(model, tokenizer, prompts: list[str], n: int, seeds: list[int],
              config: SamplingConfig,
              should_stop: Callable[[], bool] | None = None) -> list[list[Completion]]:
     """n completions per prompt: result[i][j] is sample j of prompts[i], seeded by
-    sample_seed(seeds[i], j). Raises CollectionStopped when `should_stop` says yes."""
+    sample_seed(seeds[i], j). Raises GenerationStopped when `should_stop` says yes."""
     from transformers import LogitsProcessorList, StoppingCriteriaList
 
     encoded = encode_prompts(tokenizer, prompts, n, seeds)
@@ -124,7 +131,7 @@ def generate(model, tokenizer, prompts: list[str], n: int, seeds: list[int],
     with generation_mode(model):
         for start in range(0, len(rows), config.micro_batch):
             if should_stop is not None and should_stop():
-                raise CollectionStopped
+                raise GenerationStopped
             chunk = rows[start:start + config.micro_batch]
             ids, mask = _left_pad([encoded[i] for i, _ in chunk], pad_id)
             processors = LogitsProcessorList()
@@ -138,7 +145,7 @@ def generate(model, tokenizer, prompts: list[str], n: int, seeds: list[int],
                                      generation_config=gen_config, logits_processor=processors,
                                      stopping_criteria=StoppingCriteriaList([stopper]))
             if stopper.fired:
-                raise CollectionStopped
+                raise GenerationStopped
             new_tokens = out[:, ids.shape[1]:].tolist()
             for (i, j), tokens in zip(chunk, new_tokens):
                 results[i][j] = make_completion(tokenizer, tokens, encoded[i], set(stop_ids))

@@ -6,7 +6,7 @@
   docs/engines.md). The tokens differ from the HF engine's: the same distribution, other random draws.
 - Log-probs: vLLM's default logprobs_mode, "raw_logprobs", is the log-softmax of the model's
   logits before temperature, top-k and top-p: what the trainer's old_logp is. Each completion
-  carries the sampled tokens' values for truncated importance sampling (relrl.grpo_loss).
+  carries the sampled tokens' values for truncated importance sampling (relrl.rl.grpo_loss).
 - LoRA sync: sync_adapter(model) writes the adapter to a RAM-backed temporary folder
   (/dev/shm when it has room for two copies of the adapter, else the system's temporary
   folder) and the next request names it with a new LoRARequest id; the old one is dropped. A
@@ -17,12 +17,12 @@
   trainer did; since vLLM 0.28 this needs the vllm-bnb-plugin package); under torchrun or srun
   with several ranks each rank's engine runs on its own GPU through vLLM's external_launcher
   backend, which takes the GPU from LOCAL_RANK (launcher_env sets it to this rank's device);
-  sleep mode only when asked (relrl.models decides from the memory arithmetic).
+  sleep mode only when asked (relrl.models.by_name decides from the memory arithmetic).
 - Stops: the engine is driven one scheduler step at a time (LLM.enqueue, then
   LLMEngine.step), and should_stop is asked before every step: a stop aborts the requests and
-  raises CollectionStopped within one decoding step.
+  raises GenerationStopped within one decoding step.
 The built-in `tiny` is served from its cache folder; `tiny-random`, built in memory, is saved
-to the temporary folder first (relrl.models.base_folder, passed in: the built-in models sit
+to the temporary folder first (relrl.models.by_name.base_folder, passed in: the built-in models sit
 above this layer).
 """
 from __future__ import annotations
@@ -36,12 +36,18 @@ from pathlib import Path
 
 import torch
 
-from relrl import distributed
-from relrl.cli import UsageError
-from relrl.dynamic_sampling import CollectionStopped
-from relrl.engines.base import (Engine, SamplingConfig, encode_prompts, make_completion,
-                                sample_seed, stop_token_ids)
-from relrl.modeling import save_adapter
+from relrl.engines.base import (
+    Engine,
+    GenerationStopped,
+    SamplingConfig,
+    encode_prompts,
+    make_completion,
+    sample_seed,
+    stop_token_ids,
+)
+from relrl.modeling.loading import save_adapter
+from relrl.runtime import distributed
+from relrl.runtime.cli import UsageError
 
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # vllm.config.lora.MaxLoRARanks
 PROMPT_ROOM = 2048  # tokens of prompt the KV cache must hold beside max_new_tokens
@@ -109,7 +115,7 @@ def engine_kwargs(folder: str, *, seed: int, max_model_len: int, gpu_memory_util
 
 def launcher_env(device_index: int) -> dict[str, str]:
     """Variables vLLM's external_launcher reads: LOCAL_RANK picks the GPU (cuda:LOCAL_RANK), so
-    it is set to the device this rank uses (relrl.distributed picked it from the local rank)."""
+    it is set to the device this rank uses (relrl.runtime.distributed picked it from the local rank)."""
     return {"LOCAL_RANK": str(device_index), "RANK": str(distributed.rank()),
             "WORLD_SIZE": str(distributed.world())}
 
@@ -133,8 +139,8 @@ def adapter_rank(model=None, adapter: str | None = None) -> int | None:
 
 
 def load_tokenizer(name: str):
-    """The tokenizer alone of a hub id or folder, set up as relrl.modeling.finish_loading sets it
-    (relrl.models.load_tokenizer also takes the built-in names)."""
+    """The tokenizer alone of a hub id or folder, set up as relrl.modeling.loading.finish_loading sets it
+    (relrl.models.by_name.load_tokenizer also takes the built-in names)."""
     from transformers import AutoTokenizer  # its auto classes cost seconds: only for vLLM
 
     try:
@@ -177,7 +183,7 @@ class VLLMEngine(Engine):
         self.version, self.lora, self._base = 0, None, False
         cuda = torch.cuda.is_available()
         self.sleeps = cuda and sleep  # sleep mode is a CUDA feature
-        # base_folder (from relrl.models) saves a built-in model where vLLM can load it.
+        # base_folder (from relrl.models.by_name) saves a built-in model where vLLM can load it.
         folder = base_folder(source, seed, self.scratch) if base_folder else source
         world = distributed.world()
         kwargs = engine_kwargs(folder, seed=seed,
@@ -263,7 +269,7 @@ class VLLMEngine(Engine):
         while engine.has_unfinished_requests():
             if should_stop is not None and should_stop():
                 engine.abort_request(ids, internal=True)
-                raise CollectionStopped
+                raise GenerationStopped
             finished += [out for out in engine.step() if out.finished]
             self.steps += 1
         finished.sort(key=lambda out: int(out.request_id))  # request ids count up from 0

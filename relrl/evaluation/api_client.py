@@ -29,7 +29,7 @@ import requests
 import urllib3
 from tqdm import tqdm
 
-from relrl.cli import UsageError, env_default, positive_int
+from relrl.runtime.cli import UsageError, env_default, positive_int
 
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
 DEFAULT_KEY_ENV = "OPENROUTER_API_KEY"

@@ -25,7 +25,7 @@ from typing import Sequence
 
 import numpy as np
 
-from relrl.stats import exact_sign_flip_p, mean_at_k, pass_at_k
+from relrl.evaluation.stats import exact_sign_flip_p, mean_at_k, pass_at_k
 
 EXACT_LIMIT = 5_000_000  # largest integer-scaled sum the exact test's table may span
 
@@ -140,7 +140,7 @@ def cluster_bootstrap_ci(diffs: Sequence[float], strata: Sequence[str] | None = 
 
 def at_k_interval(records: Sequence[dict], k: int, metric: str = "pass", *,
                   n_boot: int = 10_000, confidence: float = 0.95, seed: int = 0) -> dict:
-    """pass@k or mean@k (relrl.stats) of one model: the mean over questions of each question's
+    """pass@k or mean@k (relrl.evaluation.stats) of one model: the mean over questions of each question's
     unbiased estimate from its `samples` and `pass_count`, as the evaluation JSON reports it,
     with a percentile interval from resampling paraphrase groups whole (each group weighted by
     its number of questions), since paraphrases of one problem do not fail independently."""

@@ -19,7 +19,7 @@ import json
 import os
 from pathlib import Path
 
-from relrl.data import DatasetError, atomic_write_bytes, atomic_write_json, read_json
+from relrl.data.dataset_io import DatasetError, atomic_write_bytes, atomic_write_json, read_json
 
 PAIR_SCHEMA_VERSION = 2
 RECORDS_KEY = "records"

@@ -19,18 +19,30 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
-from relrl import results_io
-from relrl.cli import (UsageError, add_load_args, add_tolerance_rule_arg, env_default, parse_shard,
-                       positive_int)
-from relrl.data import DatasetError, ProgressFile, load_dataset, questions_fingerprint
+from relrl.data.dataset_io import DatasetError, ProgressFile, load_dataset, questions_fingerprint
+from relrl.data.prompting import build_prompt
 from relrl.engines import TOP_K_HELP, Engine, SamplingConfig, add_engine_args, question_seed
-from relrl.grading import grade, target_kind_of
-from relrl.guess_baselines import describe, score_baselines, with_baselines
-from relrl.modeling import check_adapter_dir, check_model_source
-from relrl.models import make_engine, open_engine
-from relrl.prompting import build_prompt
-from relrl.strata import strata
-from relrl.stats import discordant, mcnemar, paired_bootstrap_ci, paired_permutation_test, pass_at_k
+from relrl.evaluation import results_io
+from relrl.evaluation.guess_baselines import describe, score_baselines, with_baselines
+from relrl.evaluation.stats import (
+    discordant,
+    mcnemar,
+    paired_bootstrap_ci,
+    paired_permutation_test,
+    pass_at_k,
+)
+from relrl.evaluation.strata import strata
+from relrl.grading.grader import grade, target_kind_of
+from relrl.modeling.loading import check_adapter_dir, check_model_source
+from relrl.models.by_name import make_engine, open_engine
+from relrl.runtime.cli import (
+    UsageError,
+    add_load_args,
+    add_tolerance_rule_arg,
+    env_default,
+    parse_shard,
+    positive_int,
+)
 
 # generate(rows, seeds, n) -> one list of n completions (objects with .text, .truncated) per row
 Generate = Callable[[list[dict], list[int], int], list[list]]
@@ -47,7 +59,7 @@ class EvalSettings:
     top_p: float = 0.95
     max_new_tokens: int = 3072
     tolerance: float = 0.05
-    tolerance_rule: str = "study"  # or "complement" (relrl.grading)
+    tolerance_rule: str = "study"  # or "complement" (relrl.grading.grader)
     top_k: int = 0  # 0: off
     allow_plain: bool = False
     micro_batch: int = 16  # sequences per forward pass: speed only, never results
@@ -640,7 +652,7 @@ def add_model_args(parser, default_model: str, *, base_label: bool = True,
         parser.add_argument("--output", required=True, help="result JSON to write")
     parser.add_argument("--baseline-train", default=None, metavar="FILE",
                         help="training rows (JSONL) to fit the guess baselines on; the result then "
-                        "records them and each model's margin over the best (relrl.guess_baselines)")
+                        "records them and each model's margin over the best (relrl.evaluation.guess_baselines)")
     parser.add_argument("--label", default=None, help="name of the evaluated model in tables "
                         "(default: the adapter's parent/name, else the model's name)")
     if base_label:

@@ -11,7 +11,7 @@ accuracy alone does not say whether a model reads the question. Three views here
                     model that reads the question's numbers ranks its answers as the targets
                     rank; one that guesses from the family's usual answers gives rho near 0
 
-Records are per-question "model result" records (relrl.evaluation): `target`, `pass_count`,
+Records are per-question "model result" records (relrl.evaluation.runner): `target`, `pass_count`,
 `samples`, `family`, and the sampled answers' `value` under `completions` (K > 1) or on the
 record itself. Accuracies count every completion, as the model result's own accuracy does.
 A question's answer for the rank correlation is the median of its extracted values (the value
@@ -25,7 +25,7 @@ from typing import Iterable, Sequence
 
 from scipy.stats import spearmanr
 
-from relrl.grading import parse_target
+from relrl.grading.grader import parse_target
 
 HIGH_RANGE = (0.85, 1.0)  # [low, high): where reliabilities of a working system sit
 MIN_ANSWERED = 5  # fewer answered questions in a family: no rank correlation (None)

@@ -1,6 +1,6 @@
 """The DPO baseline: preference pairs from screening or evaluation outputs, a LoRA trained with
-the DPO (or IPO) loss of relrl.dpo_loss, the reference being the same weights with the adapter
-off (relrl.modeling.reference_policy), on the epoch loop of relrl.sft_trainer.
+the DPO (or IPO) loss of relrl.finetune.dpo_loss, the reference being the same weights with the adapter
+off (relrl.modeling.loading.reference_policy), on the epoch loop of relrl.finetune.sft_trainer.
 
 Pairs come from
   - result files (screening.json, a model result or a pair result of the evaluation scripts):
@@ -23,19 +23,33 @@ from pathlib import Path
 
 import torch
 
-from relrl import distributed
-from relrl.checkpointing import prepare_output_dir, run_fingerprint
-from relrl.cli import ArgumentParser, UsageError, add_load_args, env_default, load_in_4bit_flag, positive_int
-from relrl.data import DatasetError, atomic_write_json, atomic_write_jsonl, question_id, read_records
-from relrl.dpo_loss import LOSS_TYPES, dpo_loss
-from relrl.logprobs import completion_logprobs
-from relrl.modeling import attach_lora, check_model_source, device_of, reference_policy, save_adapter
-from relrl.models import load_model
-from relrl.prompting import build_prompt, build_training_text
-from relrl.results_io import read_result
-from relrl.sft_data import collate, encode
-from relrl.sft_trainer import LOG_FILE, STATS_FILE, EpochTrainer, LoopConfig
-from relrl.tracking import RUN_FILES as TRACKING_FILES, add_report_to_arg, open_tracker
+from relrl.data.dataset_io import (
+    DatasetError,
+    atomic_write_json,
+    atomic_write_jsonl,
+    question_id,
+    read_records,
+)
+from relrl.data.prompting import build_prompt, build_training_text
+from relrl.evaluation.results_io import read_result
+from relrl.finetune.dpo_loss import LOSS_TYPES, dpo_loss
+from relrl.finetune.examples import collate, encode
+from relrl.finetune.sft_trainer import LOG_FILE, STATS_FILE, EpochTrainer, LoopConfig
+from relrl.modeling.loading import attach_lora, check_model_source, device_of, reference_policy, save_adapter
+from relrl.modeling.logprobs import completion_logprobs
+from relrl.models.by_name import load_model
+from relrl.runtime import distributed
+from relrl.runtime.checkpointing import prepare_output_dir, run_fingerprint
+from relrl.runtime.cli import (
+    ArgumentParser,
+    UsageError,
+    add_load_args,
+    env_default,
+    load_in_4bit_flag,
+    positive_int,
+)
+from relrl.runtime.tracking import RUN_FILES as TRACKING_FILES
+from relrl.runtime.tracking import add_report_to_arg, open_tracker
 
 RESULT_KINDS = ("model_result", "screening", "pair_result")
 PAIRS_FILE, ADAPTER_DIR = "pairs.jsonl", "adapter"

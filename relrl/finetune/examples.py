@@ -2,7 +2,7 @@
 
 An example is the prompt the model sees at evaluation time (system + user turn) followed by the
 assistant turn: the row's worked solution (`reasoning`) ending in one \\boxed{answer}, then the
-end-of-turn token (relrl.prompting.build_training_text decides both). Prompt and completion are
+end-of-turn token (relrl.data.prompting.build_training_text decides both). Prompt and completion are
 tokenised separately, exactly as in generation, where sampled tokens follow the prompt's tokens.
 
 A batch puts every prompt flush against its completion at one column: prompts padded on the
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from relrl.logprobs import pack_sequences
-from relrl.prompting import build_training_text
+from relrl.data.prompting import build_training_text
+from relrl.modeling.logprobs import pack_sequences
 
 IGNORE = -100  # label of a token the loss skips
 
@@ -92,7 +92,7 @@ def encode(tokenizer, prompt: str, completion: str, max_length: int) -> tuple[li
 
 def build_examples(rows: list[dict], tokenizer, max_length: int) -> tuple[list[Example],
                                                                           BuildStats]:
-    """SFT examples of dataset rows (loaded by relrl.data.load_dataset) and what was bent."""
+    """SFT examples of dataset rows (loaded by relrl.data.dataset_io.load_dataset) and what was bent."""
     stats = BuildStats(rows=len(rows))
     examples = []
     for row in rows:

@@ -1,17 +1,17 @@
 """LoRA supervised fine-tuning: the SFT warm start and its k-fold cross-validation.
 
 One implementation behind training/sft_qwen3_kfold.py and training/sft_train_qwen25.py:
-  - examples (relrl.sft_data): system + user prompt -> worked solution ending in \\boxed{},
+  - examples (relrl.finetune.examples): system + user prompt -> worked solution ending in \\boxed{},
     loss on the assistant tokens only, end-of-turn included; no packing;
   - the loop (EpochTrainer, shared with the DPO trainer): epochs over the items in an order fixed
     by (seed, epoch), grad_accum micro-batches per AdamW step, linear warmup then cosine decay,
     gradient clipping; checkpoint-N/ every save_every steps and on SIGTERM/SIGUSR1, exact resume
-    (relrl.checkpointing, as in GRPO);
+    (relrl.runtime.checkpointing, as in GRPO);
   - the SFT step: summed token NLL over the step's assistant tokens divided by their number, so
     micro-batching changes memory, not the loss; NEFTune noise on the input embeddings;
-  - k-fold (run_folds): folds by `group` (relrl.folds); per fold a fresh LoRA trained on the other
+  - k-fold (run_folds): folds by `group` (relrl.data.folds); per fold a fresh LoRA trained on the other
     folds, saved to adapters/fold_k/, then scored on its held-out fold against the base (the same
-    weights with the adapter off) by relrl.evaluation, McNemar per fold; cv_summary.json last.
+    weights with the adapter off) by relrl.evaluation.runner, McNemar per fold; cv_summary.json last.
 
 Output folder:
   adapters/fold_k/        the fold's adapter (PEFT files): GRPO's warm start
@@ -36,24 +36,38 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from relrl import distributed
-from relrl import evaluation as ev
-from relrl.checkpointing import (StopFlag, list_checkpoints, load_checkpoint, prepare_output_dir,
-                                 run_fingerprint, save_checkpoint)
-from relrl.cli import (ArgumentParser, UsageError, add_load_args, add_tolerance_rule_arg, env_default,
-                       load_in_4bit_flag, positive_int)
-from relrl.data import atomic_write_json, atomic_write_jsonl, load_dataset, questions_fingerprint
+from relrl.data.dataset_io import atomic_write_json, atomic_write_jsonl, load_dataset, questions_fingerprint
+from relrl.data.folds import kfold_by_group
 from relrl.engines import TOP_K_HELP
-from relrl.evaluation import EvalSettings, check_rows, progress_path
-from relrl.folds import kfold_by_group
-from relrl.grpo_trainer import warmup_cosine
-from relrl.logprobs import completion_logprobs
-from relrl.modeling import attach_lora, check_model_source, device_of, reference_policy, save_adapter
-from relrl.models import load_model
-from relrl.sft_data import build_examples, collate_examples, optimizer_batches
-from relrl.results_io import pair_accuracies, read_result, records_path, write_result
-from relrl.stats import mcnemar
-from relrl.tracking import RUN_FILES as TRACKING_FILES, Tracker, add_report_to_arg, open_tracker
+from relrl.evaluation import runner as ev
+from relrl.evaluation.results_io import pair_accuracies, read_result, records_path, write_result
+from relrl.evaluation.runner import EvalSettings, check_rows, progress_path
+from relrl.evaluation.stats import mcnemar
+from relrl.finetune.examples import build_examples, collate_examples, optimizer_batches
+from relrl.modeling.loading import attach_lora, check_model_source, device_of, reference_policy, save_adapter
+from relrl.modeling.logprobs import completion_logprobs
+from relrl.models.by_name import load_model
+from relrl.runtime import distributed
+from relrl.runtime.checkpointing import (
+    StopFlag,
+    list_checkpoints,
+    load_checkpoint,
+    prepare_output_dir,
+    run_fingerprint,
+    save_checkpoint,
+)
+from relrl.runtime.cli import (
+    ArgumentParser,
+    UsageError,
+    add_load_args,
+    add_tolerance_rule_arg,
+    env_default,
+    load_in_4bit_flag,
+    positive_int,
+)
+from relrl.runtime.lr_schedule import warmup_cosine
+from relrl.runtime.tracking import RUN_FILES as TRACKING_FILES
+from relrl.runtime.tracking import Tracker, add_report_to_arg, open_tracker
 
 LOG_FILE, STATS_FILE, EVAL_FILE, SUMMARY_FILE = ("train_log.jsonl", "statistics.json",
                                                  "evaluation.json", "cv_summary.json")

@@ -1,13 +1,13 @@
-"""Reward functions with the signatures trainers call, all backed by relrl.grading.grade.
+"""Reward functions with the signatures trainers call, all backed by relrl.grading.grader.grade.
 
 - TRL (GRPOTrainer): `reliability_reward(completions, answer, **kwargs) -> list[float]`, where
   completions are strings or conversations (lists of {"role", "content"} messages) and `answer`
   is the dataset column of the same length. Of the other dataset columns (kwargs) only
   `target_kind` and, where that is absent, `question` are read, and only to find the target
-  kind the tolerance rule needs (relrl.grading.target_kind_of); the rest are ignored.
+  kind the tolerance rule needs (relrl.grading.grader.target_kind_of); the rest are ignored.
 - verl: `compute_score(data_source, solution_str, ground_truth, extra_info=None,
   tolerance_rule="study") -> float`: the target kind comes from `extra_info["target_kind"]`
-  (relrl.verl_export writes it), the rule from verl's `custom_reward_function.reward_kwargs`.
+  (relrl.data.verl_export writes it), the rule from verl's `custom_reward_function.reward_kwargs`.
 
 Rewards never read answers outside `\\boxed{}` (allow_plain=False): the policy is rewarded for
 the answer format it is asked to use.
@@ -16,7 +16,10 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from relrl.grading import DEFAULT_TIERS, RewardTiers, grade, target_kind_of
+from relrl.grading.grader import DEFAULT_TIERS, RewardTiers, grade, target_kind_of
+
+# (completion text, dataset row) -> (reward, correct): what the GRPO trainer calls
+RewardFn = Callable[[str, dict], tuple[float, bool]]
 
 
 def completion_text(completion) -> str:
@@ -80,3 +83,22 @@ def compute_score(data_source, solution_str, ground_truth, extra_info=None,
     kind = extra_info.get("target_kind") if isinstance(extra_info, dict) else None
     return grade(solution_str if isinstance(solution_str, str) else "", ground_truth,
                  rule=tolerance_rule, target_kind=kind).reward
+
+
+def grader_reward(tolerance: float, rule: str = "study") -> RewardFn:
+    """The study's reward: the shared grader against the row's answer, by the tolerance rule
+    (the row's target kind decides what "complement" does)."""
+    def reward(text: str, row: dict) -> tuple[float, bool]:
+        g = grade(text, row["answer"], tolerance=tolerance, rule=rule,
+                  target_kind=target_kind_of(row))
+        return g.reward, bool(g.correct)
+
+    return reward
+
+
+def digit_share_reward(text: str, row: dict) -> tuple[float, bool]:
+    """A toy reward for smoke tests on tiny-random, which the grader never rewards: the share
+    of digits among the completion's visible characters."""
+    chars = [c for c in text if not c.isspace()]
+    share = sum(c.isdigit() for c in chars) / len(chars) if chars else 0.0
+    return share, share == 1.0

@@ -1,6 +1,6 @@
 """Loading a Hugging Face id or a local folder, LoRA adapters, the reference policy.
 
-The built-in models (`tiny`, `tiny-random`) sit a layer above this one: relrl.models.load_model
+The built-in models (`tiny`, `tiny-random`) sit a layer above this one: relrl.models.by_name.load_model
 resolves them and hands every other name to load_pretrained here.
 
 On CUDA the model loads in 4-bit NF4 (bitsandbytes, bf16 compute) or through Unsloth when asked;
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import torch
 
-from relrl import distributed
-from relrl.cli import UsageError
+from relrl.runtime import distributed
+from relrl.runtime.cli import UsageError
 
 log = logging.getLogger(__name__)
 # transformers, peft and safetensors are imported inside the functions that use them: the flag and
@@ -249,12 +249,12 @@ def finish_loading(model, tokenizer):
 def load_pretrained(name_or_path: str, *, load_in_4bit: bool | None = None, use_unsloth: bool = False,
                     seed: int = 0, flag: str = "--model"):
     """(model, tokenizer) in eval mode from a hub id or a local folder. `seed` is Unsloth's
-    random_state. The built-in names are resolved a layer up, by relrl.models.load_model.
+    random_state. The built-in names are resolved a layer up, by relrl.models.by_name.load_model.
 
     load_in_4bit=None means: 4-bit NF4 on CUDA, full precision otherwise.
     """
     if name_or_path in BUILTIN_MODELS:
-        raise ValueError(f"{name_or_path!r} is a built-in model: load it with relrl.models.load_model")
+        raise ValueError(f"{name_or_path!r} is a built-in model: load it with relrl.models.by_name.load_model")
     cuda = torch.cuda.is_available()
     check_load_flags(load_in_4bit, use_unsloth)
     fast = import_unsloth() if use_unsloth else None  # first: see import_unsloth

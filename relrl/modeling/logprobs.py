@@ -32,7 +32,7 @@ from __future__ import annotations
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from relrl.modeling import is_unsloth
+from relrl.modeling.loading import is_unsloth
 
 LOGITS_PER_CHUNK = 1 << 23  # CPU: 32 MB of float32 logits, 55 tokens of Qwen3's vocabulary
 CUDA_CHUNK_TOKENS = 1024  # CUDA: chosen from benchmarks/logprob_chunking.py (docs/testing.md)

@@ -2,7 +2,7 @@
 
 Both are Qwen3ForCausalLM with a locally trained byte-level BPE tokenizer, so every script runs
 the same code path on a laptop as on Qwen3-8B, with nothing downloaded. Load them by name
-with relrl.models.load_model; `tiny` is built by relrl.tiny_build.
+with relrl.models.by_name.load_model; `tiny` is built by relrl.models.tiny_build.
 """
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ from pathlib import Path
 
 import torch
 
-from relrl.tiny_tokenizer import fixed_tokenizer
+from relrl.modeling.tiny_tokenizer import fixed_tokenizer
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+# The checkout this package was installed from (pip install -e .), whose .cache holds built models.
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # About 1M parameters: 4 blocks of width 128 and a 512-token vocabulary (tied embeddings).
 TINY_RANDOM_DIMS = dict(hidden_size=128, intermediate_size=512, num_hidden_layers=4,
@@ -21,12 +22,17 @@ TINY_RANDOM_DIMS = dict(hidden_size=128, intermediate_size=512, num_hidden_layer
 
 
 def cache_root() -> Path:
-    """Where built models live: $RELRL_CACHE, else .cache/relrl in the repository."""
-    return Path(os.environ.get("RELRL_CACHE") or REPO_ROOT / ".cache" / "relrl")
+    """Where built models live: $RELRL_CACHE, else .cache/relrl in the checkout, else (an install
+    outside a checkout) ~/.cache/relrl."""
+    if os.environ.get("RELRL_CACHE"):
+        return Path(os.environ["RELRL_CACHE"])
+    if (REPO_ROOT / "pyproject.toml").is_file():
+        return REPO_ROOT / ".cache" / "relrl"
+    return Path.home() / ".cache" / "relrl"
 
 
 # transformers' model classes are imported where a model is made: importing them costs seconds,
-# and every trainer and evaluation script imports this module (through relrl.models).
+# and every trainer and evaluation script imports this module (through relrl.models.by_name).
 def qwen3_config(tokenizer, max_positions: int = 2048, **dims) -> Qwen3Config:
     from transformers import Qwen3Config
 

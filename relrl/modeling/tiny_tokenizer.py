@@ -10,7 +10,7 @@ from typing import Iterable
 
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from relrl.prompting import CHATML_TEMPLATE, SYSTEM_PROMPT
+from relrl.data.prompting import CHATML_TEMPLATE, SYSTEM_PROMPT
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 

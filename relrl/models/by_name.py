@@ -1,6 +1,6 @@
 """Every model by name: the built-in `tiny-random` and `tiny`, a Hugging Face id, a local folder.
 
-The built-in models sit above model loading (relrl.modeling) and the engines (relrl.engines):
+The built-in models sit above model loading (relrl.modeling.loading) and the engines (relrl.engines):
 `tiny` is built with the HF engine. This module, one layer higher still, resolves the built-in
 names and hands every other name down, so no lower module needs to know the built-in models.
 Scripts load models, tokenizers and engines from here.
@@ -12,14 +12,21 @@ from pathlib import Path
 import torch
 
 from relrl import engines
-from relrl.cli import UsageError, load_in_4bit_flag
 from relrl.engines import DEFAULT_VLLM_MEMORY, SLEEP_MODES, Engine
 from relrl.engines import vllm as vllm_engine
-from relrl.modeling import (BUILTIN_MODELS, check_cuda_present, check_load_flags,
-                            check_model_source, finish_loading, is_four_bit, load_adapter,
-                            load_pretrained)
-from relrl.tiny_build import load_or_build_tiny, tiny_dir
-from relrl.tiny_models import build_tiny_random
+from relrl.modeling.loading import (
+    BUILTIN_MODELS,
+    check_cuda_present,
+    check_load_flags,
+    check_model_source,
+    finish_loading,
+    is_four_bit,
+    load_adapter,
+    load_pretrained,
+)
+from relrl.modeling.tiny_models import build_tiny_random
+from relrl.models.tiny_build import load_or_build_tiny, tiny_dir
+from relrl.runtime.cli import UsageError, load_in_4bit_flag
 
 
 def load_builtin(name: str, seed: int = 0):

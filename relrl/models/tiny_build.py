@@ -10,8 +10,8 @@ the same recipe and seed rebuild the same weights on the same machine, at any th
 The recipe was sized to build in under 5 minutes on 2 CPU cores; under the pinned package set it
 took 467 s on this 2-core machine. What was tried while sizing it is in RECIPE_NOTES below.
 
-    python -m relrl.tiny_build [--force]      # build (or rebuild) and print the accuracy table
-    python -m relrl.tiny_build --tolerance-rule complement   # the table under another rule
+    python -m relrl.models.tiny_build [--force]      # build (or rebuild) and print the accuracy table
+    python -m relrl.models.tiny_build --tolerance-rule complement   # the table under another rule
 
 The build checks itself under the study's tolerance rule (accuracy.json); the table under
 another rule is made on first request from the cached model (accuracy-<rule>.json beside it).
@@ -32,19 +32,15 @@ from pathlib import Path
 
 import torch
 
-from relrl.cli import ArgumentParser, add_tolerance_rule_arg, run_main
-from relrl.data import atomic_write_json
+from relrl.data.dataset_io import atomic_write_json
+from relrl.data.prompting import SYSTEM_PROMPT, build_prompt, build_training_text
 from relrl.engines import SamplingConfig, make_engine, question_seed
-from relrl.grading import grade, target_kind_of
-from relrl.prompting import SYSTEM_PROMPT, build_prompt, build_training_text
-from relrl.tiny_models import REPO_ROOT, cache_root, name_model, new_model, qwen3_config
-from relrl.tiny_tokenizer import train_tokenizer
-
-# generators/ is a folder of scripts beside the package, not an installed package.
-if str(REPO_ROOT) not in sys.path:
-    sys.path.insert(0, str(REPO_ROOT))
-from generators.families.dataset import generate_rows  # noqa: E402
-from generators.families.registry import FAMILIES  # noqa: E402
+from relrl.grading.grader import grade, target_kind_of
+from relrl.modeling.tiny_models import cache_root, name_model, new_model, qwen3_config
+from relrl.modeling.tiny_tokenizer import train_tokenizer
+from relrl.problems.dataset import generate_rows
+from relrl.problems.registry import FAMILIES
+from relrl.runtime.cli import ArgumentParser, add_tolerance_rule_arg, run_main
 
 RECIPE_NOTES = """
 Sizing runs, all on generated problems from the 63 families, one epoch, loss on the solution.

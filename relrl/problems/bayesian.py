@@ -8,8 +8,7 @@ import math
 
 from scipy import integrate, optimize, stats
 
-from .base import (MC_N, PROB, Family, exact, grid, integrate_tail, mc_fraction, nice, pct,
-                   pick, tex, txt)
+from .base import MC_N, PROB, Family, exact, grid, integrate_tail, mc_fraction, nice, pct, pick, tex, txt
 
 ITEMS = ("diesel generator", "pressure transmitter", "circuit breaker", "check valve",
          "smoke detector", "pump")

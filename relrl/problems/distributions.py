@@ -9,8 +9,7 @@ import math
 
 from scipy import integrate, optimize, special, stats
 
-from .base import (MC_N, PROB, Family, exact, grid, integrate_tail, mc_fraction, nice, pct, pick,
-                   tex, txt)
+from .base import MC_N, PROB, Family, exact, grid, integrate_tail, mc_fraction, nice, pct, pick, tex, txt
 
 ITEMS = ("pump", "valve", "power supply", "controller board", "sensor", "compressor")
 # (item, unit, smallest and largest characteristic life in that unit)

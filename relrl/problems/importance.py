@@ -6,9 +6,21 @@ Formulas: Modarres, Kaminskiy & Krivtsov ch. 4 (importance measures).
 from __future__ import annotations
 
 from .base import PROB, Family, enumerate_states, exact, nice, pick, tex
-from .fault_trees import (TREES, cut_lines, cut_prob, cuts_boolean, cuts_sets, draw_cuts,
-                          draw_tree, expected_cut_count, probs_text, tree_check, tree_expr,
-                          tree_gates, tree_solve)
+from .fault_trees import (
+    TREES,
+    cut_lines,
+    cut_prob,
+    cuts_boolean,
+    cuts_sets,
+    draw_cuts,
+    draw_tree,
+    expected_cut_count,
+    probs_text,
+    tree_check,
+    tree_expr,
+    tree_gates,
+    tree_solve,
+)
 
 # (layout in words, number of components, reliability formula, its LaTeX, structure function)
 SYSTEMS = (

@@ -3,9 +3,21 @@ difficulty. Every family module lists its families in FAMILIES; adding one means
 """
 from __future__ import annotations
 
-from . import (accelerated, availability, basic, bayesian, common_cause, distributions,
-               estimation, fault_trees, growth, importance, spares, stress_strength,
-               system_reliability)
+from . import (
+    accelerated,
+    availability,
+    basic,
+    bayesian,
+    common_cause,
+    distributions,
+    estimation,
+    fault_trees,
+    growth,
+    importance,
+    spares,
+    stress_strength,
+    system_reliability,
+)
 from .base import Family
 
 MODULES = (basic, distributions, system_reliability, availability, estimation, bayesian,

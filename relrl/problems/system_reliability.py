@@ -7,8 +7,20 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from .base import (MC_N, PROB, Family, enumerate_states, exact, integrate_tail, mc_fraction,
-                   nice, pick, tex, txt)
+
+from .base import (
+    MC_N,
+    PROB,
+    Family,
+    enumerate_states,
+    exact,
+    integrate_tail,
+    mc_fraction,
+    nice,
+    pick,
+    tex,
+    txt,
+)
 
 PARTS = ("pump", "valve", "motor", "controller", "sensor", "power supply", "fan", "filter")
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from relrl.cli import UsageError
+from relrl.runtime.cli import UsageError
 
 STATE_FILE = "trainer_state.json"
 _NAME = re.compile(r"^checkpoint-(\d+)$")

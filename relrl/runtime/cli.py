@@ -10,7 +10,7 @@ import os
 import sys
 from typing import Callable
 
-from relrl.grading import TOLERANCE_RULES
+from relrl.grading.grader import TOLERANCE_RULES
 
 
 class UsageError(Exception):
@@ -44,7 +44,7 @@ def run_main(main: Callable[[], int | None]) -> None:
     """Run a script's main(), turning input errors into one line and exit status 2."""
     try:
         code = main()
-    except UsageError as exc:  # relrl.data.DatasetError is one too
+    except UsageError as exc:  # relrl.data.dataset_io.DatasetError is one too
         fail(str(exc))
     except KeyboardInterrupt:
         fail("interrupted", code=130)
@@ -79,7 +79,7 @@ def add_load_args(parser, *, unsloth: bool = True) -> None:
 
 
 def add_tolerance_rule_arg(parser) -> None:
-    """--tolerance-rule, the same flag wherever answers are graded (relrl.grading, Scoring)."""
+    """--tolerance-rule, the same flag wherever answers are graded (relrl.grading.grader, Scoring)."""
     parser.add_argument("--tolerance-rule", choices=TOLERANCE_RULES, default="study",
                         help="study: relative error, the study's rule (default); complement: a "
                         "probability target t is judged on min(t, 1 - t), a reliability near 1 "

@@ -21,7 +21,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from relrl.cli import UsageError
+from relrl.runtime.cli import UsageError
 
 _STATE = {"device": torch.device("cpu")}
 

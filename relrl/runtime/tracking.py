@@ -20,7 +20,7 @@ import math
 import os
 from pathlib import Path
 
-from relrl.cli import UsageError
+from relrl.runtime.cli import UsageError
 
 REPORT_TO = ("none", "tensorboard", "wandb")
 RUN_FILES = ("tensorboard", "wandb")  # what --overwrite clears with the logs

@@ -20,9 +20,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+from relrl.runtime.cli import ArgumentParser, positive_int
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-from relrl.cli import ArgumentParser, positive_int  # noqa: E402
 
 WORK = ROOT / ".mutants"
 EQUIVALENT = Path(__file__).with_name("equivalent.md")
@@ -30,26 +30,27 @@ EQUIVALENT = Path(__file__).with_name("equivalent.md")
 # is left out: each of its tests starts vLLM (seconds), too slow to run per mutant; its
 # behaviour is pinned against the HF engine's by tests/test_engine_vllm.py instead.
 MODULES = {
-    "grpo_loss": ["tests/test_grpo_loss.py", "tests/test_grpo_loss_edges.py"],
-    "dynamic_sampling": ["tests/test_dynamic_sampling.py", "tests/test_question_sampler_weights.py"],
-    "checkpointing": ["tests/test_checkpointing.py", "tests/test_stop_flag.py"],
-    "grading": ["tests/test_grading.py", "tests/test_grading_patterns.py",
+    "rl.grpo_loss": ["tests/test_grpo_loss.py", "tests/test_grpo_loss_edges.py"],
+    "rl.dynamic_sampling": ["tests/test_dynamic_sampling.py", "tests/test_question_sampler_weights.py"],
+    "runtime.checkpointing": ["tests/test_checkpointing.py", "tests/test_stop_flag.py"],
+    "grading.grader": ["tests/test_grading.py", "tests/test_grading_patterns.py",
                 "tests/test_grading_properties.py", "tests/test_grading_values.py",
                 "tests/test_grading_number_edges.py", "tests/test_grading_final_sections.py",
                 "tests/test_grading_last_line.py", "tests/test_grading_text_forms.py"],
-    "stats": ["tests/test_stats.py"],
+    "evaluation.stats": ["tests/test_stats.py"],
     # the bf16 autograd function and Unsloth's packed rows are tested with the GPU stack
-    "logprobs": ["tests/test_logprobs.py", "tests/test_logprobs_edges.py", "tests/test_gpu_stack.py"],
+    "modeling.logprobs": ["tests/test_logprobs.py", "tests/test_logprobs_edges.py", "tests/test_gpu_stack.py"],
     "engines.base": ["tests/test_engine_base.py", "tests/test_engine_hf.py", "tests/test_engine_stop.py"],
     "engines.hf": ["tests/test_engine_hf.py", "tests/test_engine_stop.py"],
 }
 # what the tests import or run (the engine tests start training and evaluation scripts)
-COPIED = ("relrl", "tests", "benchmarks", "generators", "training", "evaluation")
+COPIED = ("relrl", "study", "tests", "benchmarks", "generators", "training", "evaluation")
 SETUP_CFG = """[mutmut]
 source_paths = relrl
 only_mutate = relrl/{path}.py
 also_copy =
     pytest.ini
+    study
     benchmarks
     generators
     training
@@ -108,6 +109,8 @@ def run(module: str, jobs: int = 1) -> dict:
     folder = prepare(module)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.setdefault("RELRL_CACHE", str(ROOT / ".cache" / "relrl"))
+    # Scripts the tests start import the mutated copy, not the editable install of this checkout.
+    env["PYTHONPATH"] = str(folder / "mutants")
     subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(jobs)],
                    cwd=folder, env=env, check=True)
     found = statuses(folder)
@@ -135,9 +138,9 @@ def main(argv: list[str]) -> int:
     if unknown:
         parser.error(f"unknown module {unknown[0]!r}; choose from {', '.join(MODULES)}")
     rows = [run(m, args.jobs) for m in modules]
-    print(f"\n{'module':18} {'killed':>7} {'survived':>9} {'equivalent':>11} {'score':>7}")
+    print(f"\n{'module':22} {'killed':>7} {'survived':>9} {'equivalent':>11} {'score':>7}")
     for r in rows:
-        print(f"{r['module']:18} {r['killed']:7} {r['survived']:9} {r['equivalent']:11} "
+        print(f"{r['module']:22} {r['killed']:7} {r['survived']:9} {r['equivalent']:11} "
               f"{r['score']:7.1%}")
         for name in r["survivors"]:
             print(f"    survived: {name}  (python -m mutmut show {name}, in .mutants/{r['module']})")
