@@ -14,6 +14,11 @@ killed demo loses nothing, and a retrained adapter is evaluated afresh.
   python demo.py --fast     # a 5-minute look; its numbers are labelled FAST
   python demo.py --seeds 2,3,4   # the replicated study (results/demo-replication/, about
                                  # two hours a seed on 2 cores), then its pooled report
+  python demo.py --recipe my.yaml   # the stages with your settings (recipes/demo/*.yaml are
+                                    # the built-in ones; study/pipeline_config.py says each key)
+
+The settings a run used are written beside it as pipeline.yaml (work and results folders), with
+the command that reruns it.
 
 SIGTERM, SIGUSR1 or Ctrl-C stops it cleanly: the running scripts get SIGTERM (training writes a
 checkpoint) and the same command resumes.
@@ -35,37 +40,26 @@ from relrl.evaluation.results_io import read_result, write_result
 from relrl.evaluation.retention import select_retention
 from relrl.evaluation.runner import compare_models, with_records
 from relrl.runtime.cli import ArgumentParser, UsageError, add_tolerance_rule_arg, positive_int, run_main
-from study import replication_report, stage_inputs, stage_times
+from study import pipeline_config, replication_report, stage_inputs, stage_times
 from study.demo_report import SET_TITLES, build_report, slug, splice_results_md
+from study.pipeline_config import PipelineConfig
 
 ROOT = Path(__file__).resolve().parent
 
-# Sizes and rates of the two versions. How they were chosen, and which test-set numbers had
-# been seen when they were, is in RESULTS.md ("How the miniature was sized and tuned").
-CONFIGS = {
-    "full": dict(n_master=1560, paraphrases=2, val_frac=0.08, holdout_frac=0.6,
-                 ood_topics="growth,spares,importance", screen_samples=4, max_new_tokens=160,
-                 sft_epochs=2, sft_lr=2e-4, grpo_steps=300, grpo_val_every=50, grpo_lr=2e-3,
-                 grpo_warm_lr=1e-3, grpo_grad_accum=4),
-    "fast": dict(n_master=100, paraphrases=1, val_frac=0.15, holdout_frac=0.2,
-                 ood_topics="growth,spares,importance", screen_samples=4, max_new_tokens=160,
-                 sft_epochs=1, sft_lr=2e-4, grpo_steps=4, grpo_val_every=2, grpo_lr=2e-3,
-                 grpo_warm_lr=1e-3, grpo_grad_accum=4),
-}
-# The replicated study (`--seeds`): the full miniature with the changes its pre-registration
-# (results/demo-replication/PREREGISTRATION.md) fixes: a master set large enough for the
-# primary comparison's power (evaluation/power_analysis.py), K samples per question on the
-# held-out mixed-style and retention sets and in validation, evaluation seeds apart from the
-# screening seeds (sets chosen on screening samples are measured on fresh ones), the retention
-# set, and the predictive pass-rate sampler. "replication-fast" is its smoke version.
-# It kept a group whenever its rewards differed (the study's rule, before --informative-by).
-REPLICATION = dict(eval_samples=4, val_samples=4, eval_seed_offset=1000, retention_min_score=2,
-                   pass_rate_scheme="predictive", informative_by="reward")
-# Validation every 100 steps, not 50: at 4 samples it was most of GRPO's sampling, and on
-# development seed 100 its six points lay within 2.6 points of each other.
-CONFIGS["replication"] = {**CONFIGS["full"], "n_master": 2800, "grpo_val_every": 100,
-                          **REPLICATION}
-CONFIGS["replication-fast"] = {**CONFIGS["fast"], **REPLICATION}
+# Sizes and rates of each pipeline: a recipe, read through study.pipeline_config's schema.
+# full (`make demo`) and fast (`--fast`); the replicated study (`--seeds`) runs replication, the
+# full miniature with the changes its pre-registration (results/demo-replication/PREREGISTRATION.md)
+# fixes, and replication-fast is its smoke version.
+RECIPES = ROOT / "recipes" / "demo"
+BUILT_IN = ("full", "fast", "replication", "replication-fast")
+SETTINGS_FILE = "pipeline.yaml"  # the resolved settings, beside the run; --recipe reruns it
+
+
+def recipe(name: str) -> PipelineConfig:
+    """A built-in pipeline's settings: recipes/demo/<name>.yaml."""
+    return pipeline_config.load(RECIPES / f"{name}.yaml")
+
+
 K_SETS = ("heldout", "retention")  # the sets sampled eval_samples times per question
 RETENTION_TITLE = "Retention (held-out questions the base screened right at least half the time)"
 # Sequences per generate call: a tiny model on a CPU is bound by per-token overhead, so bigger
@@ -99,9 +93,13 @@ def _shown(arg) -> str:
 
 class Demo:
     def __init__(self, fast: bool, seed: int, work: Path, out: Path, lanes: int,
-                 config: str | None = None, engine: str = "hf", tolerance_rule: str = "study"):
+                 config: str | None = None, engine: str = "hf", tolerance_rule: str = "study",
+                 settings: PipelineConfig | None = None):
+        # `config` names the pipeline: a built-in recipe's name, or a user's recipe file as
+        # shown, whose `settings` are given
         self.config = config or ("fast" if fast else "full")
-        self.cfg = CONFIGS[self.config]
+        self.cfg = settings or recipe(self.config)
+        self.engine_name = engine
         self.engine = ["--rollout-engine", engine]  # every sampling stage
         # every grading stage; the study's rule is the scripts' default, so its commands (and
         # the results they made) stay as they were
@@ -114,6 +112,27 @@ class Demo:
         self.py = sys.executable
         self.lanes, self.lock = lanes, threading.Lock()
         self.ledger = stage_inputs.Ledger(out)  # what made each stage's result
+
+    def write_settings(self) -> None:
+        """pipeline.yaml in the work and results folders: the settings this run used, which
+        `--recipe` reruns. Settings changed since the last run here are named; the stages they
+        feed start afresh (their commands differ), the others stay done."""
+        for folder in (self.work, self.out):
+            path = folder / SETTINGS_FILE
+            try:
+                before = pipeline_config.load(path) if path.is_file() else None
+            except UsageError:  # edited by hand into something unreadable: replaced below
+                before = None
+            if before is not None and before != self.cfg:
+                self.say(f"settings changed since the last run in {_shown(folder)}: "
+                         + "; ".join(self.cfg.changes_from(before)))
+            rerun = ["python demo.py --recipe", _shown(path), "--seed", str(self.seed),
+                     "--work-dir", _shown(self.work), "--results-dir", _shown(self.out),
+                     "--rollout-engine", self.engine_name, *self.rule]
+            pipeline_config.write(path, self.cfg, header=(
+                f"demo.py's pipeline settings for this run ({self.config}, seed {self.seed}).\n"
+                "Rerun it (stages already made from the same inputs are kept):\n"
+                f"  {' '.join(rerun)}"))
 
     def say(self, line: str) -> None:
         with self.lock:  # lines from stages running side by side must not interleave
@@ -220,14 +239,14 @@ class Demo:
     # ------------------------------------------------------------------ stages
     def data(self) -> None:
         c, d = self.cfg, self.work / "data"
-        self.run("generate", ["generators/build_dataset.py", "generate", "--n", c["n_master"],
-                              "--seed", self.seed, "--paraphrases", c["paraphrases"],
+        self.run("generate", ["generators/build_dataset.py", "generate", "--n", c.n_master,
+                              "--seed", self.seed, "--paraphrases", c.paraphrases,
                               "--out", d / "master_all.jsonl"], done=d / "master_all.jsonl")
         # By group, so no paraphrase straddles two splits; whole topics held out as the
         # out-of-distribution (forgetting) check that SFT and GRPO never train on.
         self.run("split", ["generators/build_dataset.py", "split", d / "master_all.jsonl",
-                           "--out-dir", d, "--seed", self.seed, "--val-frac", c["val_frac"],
-                           "--holdout-frac", c["holdout_frac"], "--ood-topics", c["ood_topics"]],
+                           "--out-dir", d, "--seed", self.seed, "--val-frac", c.val_frac,
+                           "--holdout-frac", c.holdout_frac, "--ood-topics", c.ood_topics],
                  done=d / "ood.jsonl")
 
     def tiny(self) -> None:
@@ -235,8 +254,8 @@ class Demo:
 
     def screen(self) -> None:
         c, d = self.cfg, self.work / "data"
-        common = ["--model", "tiny", "--samples", c["screen_samples"], "--seed", self.seed,
-                  "--max-new-tokens", c["max_new_tokens"], "--micro-batch", MICRO_BATCH,
+        common = ["--model", "tiny", "--samples", c.screen_samples, "--seed", self.seed,
+                  "--max-new-tokens", c.max_new_tokens, "--micro-batch", MICRO_BATCH,
                   *self.engine, *self.rule]
         # The training pool splits into mixed (GRPO) and non-mixed (SFT), as in the study;
         # the holdout is screened too, so its mixed part is a held-out "mixed-style" test set.
@@ -255,7 +274,7 @@ class Demo:
             merges.append((f"{name}_merge", [*args, "--merge"], out / "mixed.jsonl"))
         self.run_side_by_side(shards)
         self.run_side_by_side(merges)
-        if self.cfg.get("retention_min_score") is not None:
+        if self.cfg.retention_min_score is not None:
             self.retention_set()
 
     def retention_set(self) -> None:
@@ -264,10 +283,10 @@ class Demo:
         rows = select_retention(load_dataset(d / "holdout.jsonl"),
                                 [*load_dataset(screened / "mixed.jsonl"),
                                  *load_dataset(screened / "non_mixed.jsonl")],
-                                self.cfg["retention_min_score"])
+                                self.cfg.retention_min_score)
         if not rows:
             raise SystemExit(f"[demo] retention: no holdout question was screened right "
-                             f"{self.cfg['retention_min_score']}+ times; the holdout is too small")
+                             f"{self.cfg.retention_min_score}+ times; the holdout is too small")
         atomic_write_jsonl(d / "retention.jsonl", rows)
         self.say(f"retention: {len(rows)} questions in {len({r['group'] for r in rows})} groups")
 
@@ -283,20 +302,20 @@ class Demo:
         sft = ("sft", ["training/sft_qwen3_kfold.py", "--resume", "--model", "tiny", "--dataset",
                        self.work / "screen" / "non_mixed.jsonl", "--output-dir",
                        self.work / "sft", "--folds", 1, "--train-all", "--epochs",
-                       c["sft_epochs"], "--learning-rate", c["sft_lr"], "--seed", self.seed,
+                       c.sft_epochs, "--learning-rate", c.sft_lr, "--seed", self.seed,
                        *self.rule],
                self.sft_adapter)
         common = ["--model", "tiny", "--dataset", self.work / "screen" / "mixed.jsonl",
                   "--val-dataset", self.work / "data" / "val.jsonl", "--seed", self.seed,
-                  "--max-useful-steps", c["grpo_steps"], "--val-every", c["grpo_val_every"],
-                  "--save-every", c["grpo_val_every"], "--max-new-tokens", c["max_new_tokens"],
-                  "--grad-accum", c["grpo_grad_accum"], *self.replication_train_args(),
+                  "--max-useful-steps", c.grpo_steps, "--val-every", c.grpo_val_every,
+                  "--save-every", c.grpo_val_every, "--max-new-tokens", c.max_new_tokens,
+                  "--grad-accum", c.grpo_grad_accum, *self.replication_train_args(),
                   # DAPO-style batches: 16 questions x G=4 per generation call fill the CPU.
                   "--sampling-mode", "batch", "--gen-batch", 16, "--gen-micro-batch", MICRO_BATCH,
                   *self.engine, *self.rule]
         # The SFT adapter scales its update by alpha/r = 32/16 = 2, exp10's fresh one by
         # 32/32 = 1: the warm start gets half the learning rate for the same step size.
-        warm = ["--sft-adapter", self.sft_adapter, "--learning-rate", c["grpo_warm_lr"]]
+        warm = ["--sft-adapter", self.sft_adapter, "--learning-rate", c.grpo_warm_lr]
 
         def grpo(name, script, *extra):
             out = self.work / name
@@ -307,24 +326,24 @@ class Demo:
         runs = [grpo("exp7", "training/grpo_exp7_dynamic.py", *warm),
                 grpo("exp7_passrate", "training/grpo_exp7_dynamic.py", *warm,
                      "--pass-rate-sampler", *self.scheme_args()),
-                grpo("exp10", "training/grpo_exp10_nosft.py", "--learning-rate", c["grpo_lr"])]
+                grpo("exp10", "training/grpo_exp10_nosft.py", "--learning-rate", c.grpo_lr)]
         # Three runs of one length: all at once ends sooner than two and then one.
         self.run_side_by_side(runs, lanes=len(runs) if self.lanes > 1 else 1)
 
     def replication_train_args(self) -> list:
-        k = self.cfg.get("val_samples", 1)
-        informative = self.cfg.get("informative_by")
+        k = self.cfg.val_samples
+        informative = self.cfg.informative_by
         return ([*(["--val-samples", k] if k > 1 else []),
                  *(["--informative-by", informative] if informative else [])])
 
     def scheme_args(self) -> list:
-        scheme = self.cfg.get("pass_rate_scheme")
+        scheme = self.cfg.pass_rate_scheme
         return ["--pass-rate-scheme", scheme] if scheme else []
 
     def eval_args(self, set_name: str) -> list:
         """Run seed (apart from screening's in the replication) and samples of one set."""
-        k = self.cfg.get("eval_samples", 1) if set_name in K_SETS else 1
-        return ["--seed", self.seed + self.cfg.get("eval_seed_offset", 0),
+        k = self.cfg.eval_samples if set_name in K_SETS else 1
+        return ["--seed", self.seed + self.cfg.eval_seed_offset,
                 *(["--samples", k] if k > 1 else [])]
 
     def final_checkpoint(self, run: str) -> Path:
@@ -347,7 +366,7 @@ class Demo:
             out = self.out / "eval" / name
             out.mkdir(parents=True, exist_ok=True)
             common = ["--model", "tiny", "--dataset", dataset, *self.eval_args(name),
-                      "--max-new-tokens", c["max_new_tokens"], "--micro-batch", MICRO_BATCH,
+                      "--max-new-tokens", c.max_new_tokens, "--micro-batch", MICRO_BATCH,
                       "--baseline-train", self.work / "data" / "train.jsonl", *self.engine,
                       *self.rule]
             jobs = []
@@ -394,9 +413,9 @@ class Demo:
         d = self.work / "data"
         sets = {"train": self.work / "screen" / "mixed.jsonl",
                 "holdout": d / "holdout.jsonl", "ood": d / "ood.jsonl"}
-        if self.cfg.get("eval_samples", 1) > 1:  # K samples: sampled on its own
+        if self.cfg.eval_samples > 1:  # K samples: sampled on its own
             sets["heldout"] = self.work / "screen_holdout" / "mixed.jsonl"
-        if self.cfg.get("retention_min_score") is not None:
+        if self.cfg.retention_min_score is not None:
             sets["retention"] = d / "retention.jsonl"
         return sets
 
@@ -441,13 +460,20 @@ STAGES = ("data", "tiny", "screen", "train", "evaluate", "report")
 
 def parse_args(argv=None):
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--fast", action="store_true", help="the 5-minute version (FAST)")
+    parser.add_argument("--fast", action="store_true",
+                        help="the 5-minute version (FAST): recipes/demo/fast.yaml, with --seeds "
+                        "recipes/demo/replication-fast.yaml")
+    parser.add_argument("--recipe", "--config", dest="recipe", metavar="FILE.yaml", default=None,
+                        help="the pipeline's settings from this recipe (keys and their meaning: "
+                        "study/pipeline_config.py; a run's own is <work-dir>/pipeline.yaml) "
+                        "instead of recipes/demo/full.yaml, or replication.yaml with --seeds; "
+                        "default folders runs/ and results/demo[-replication]-recipe-<name>")
     parser.add_argument("--seed", type=int, default=None, help="one seed for every stage (0)")
     parser.add_argument("--seeds", default=None, help="the replicated study: comma-separated "
                         "seeds, each run as the miniature's stages into <results>/seed-N/, then "
                         "a pooled report (default folders runs/ and results/demo-replication)")
     parser.add_argument("--work-dir", default=None,
-                        help="datasets, adapters and checkpoints (default "
+                        help="datasets, adapters, checkpoints and pipeline.yaml (default "
                         "runs/demo[-fast][-complement])")
     parser.add_argument("--results-dir", default=None,
                         help="result JSONs, tables, plots (default "
@@ -465,11 +491,37 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
-def folder_suffix(args) -> str:
-    """Default folders' suffix: a fast run, or a run under another tolerance rule (whose
-    screening and results differ), never lands in the study-rule full run's folders."""
+def pipeline(args, replicated: bool) -> tuple[str, PipelineConfig]:
+    """The pipeline's name and settings: --recipe's file (a built-in one by its name), else the
+    built-in recipe that --fast and --seeds pick. Read before any folder is made, so a bad
+    recipe stops the demo with one line and nothing written."""
+    if args.recipe is None:
+        name = {(False, False): "full", (True, False): "fast", (False, True): "replication",
+                (True, True): "replication-fast"}[args.fast, replicated]
+        return name, recipe(name)
+    if args.fast:
+        raise UsageError("--fast and --recipe: give one of them (--fast is "
+                         "recipes/demo/fast.yaml)")
+    path = Path(args.recipe).resolve()
+    for name in BUILT_IN:
+        if path == (RECIPES / f"{name}.yaml").resolve():
+            return name, recipe(name)
+    return _shown(path), pipeline_config.load(args.recipe)
+
+
+def is_fast(name: str) -> bool:
+    """Whether a pipeline's numbers are labelled FAST in its report."""
+    return name in ("fast", "replication-fast")
+
+
+def folder_suffix(args, name: str, replicated: bool) -> str:
+    """Default folders' suffix: a fast run, a run of another recipe, or a run under another
+    tolerance rule (whose screening and results differ), never lands in the folders of the
+    study-rule full run (`demo`) or of the pre-registered replication (`demo-replication`)."""
     rule = "" if args.tolerance_rule == "study" else f"-{args.tolerance_rule}"
-    return ("-fast" if args.fast else "") + rule
+    own = {"replication": "", "replication-fast": "-fast"} if replicated else \
+        {"full": "", "fast": "-fast"}
+    return own.get(name, f"-recipe-{Path(name).stem}") + rule
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -485,6 +537,7 @@ def parse_seeds(text: str) -> list[int]:
 def run_stages(demo: Demo, stop_after: str | None) -> bool:
     """Every stage in order; False when --stop-after ended the run early. SIGTERM, SIGUSR1
     and Ctrl-C stop the running scripts cleanly (Demo.stop); the same command resumes."""
+    demo.write_settings()
     previous = {sig: signal.signal(sig, demo.stop) for sig in (signal.SIGTERM, signal.SIGUSR1)}
     try:
         for name in STAGES:
@@ -503,27 +556,28 @@ def run_stages(demo: Demo, stop_after: str | None) -> bool:
 def replicate(args, seeds: list[int]) -> int:
     """Each seed's stages into <results>/seed-N (work files in <work>/seed-N), then the pooled
     report from those folders' JSON files."""
-    suffix = folder_suffix(args)
+    config, settings = pipeline(args, replicated=True)
+    suffix = folder_suffix(args, config, replicated=True)
     work = Path(args.work_dir or ROOT / "runs" / f"demo-replication{suffix}").resolve()
     out = Path(args.results_dir or ROOT / "results" / f"demo-replication{suffix}").resolve()
-    config = "replication-fast" if args.fast else "replication"
     started, finished = time.time(), True
     for seed in seeds:
         w, o = work / f"seed-{seed}", out / f"seed-{seed}"
         for folder in (w / "data", w / "logs", o):
             folder.mkdir(parents=True, exist_ok=True)
         print(f"\n[demo] seed {seed} ({config}): {_shown(o)}", flush=True)
-        finished = run_stages(Demo(args.fast, seed, w, o, args.jobs, config,
+        finished = run_stages(Demo(is_fast(config), seed, w, o, args.jobs, config,
                                    engine=args.rollout_engine,
-                                   tolerance_rule=args.tolerance_rule), args.stop_after)
+                                   tolerance_rule=args.tolerance_rule, settings=settings),
+                              args.stop_after)
     if finished:
         pooled = replication_report.pooled_results(out, seeds)
         atomic_write_json(out / "pooled.json", pooled)
         report = replication_report.build_report(pooled)
         (out / "report.md").write_text(report)
         print(f"[demo] pooled report: {out / 'report.md'}")
-        if seeds == CONFIRMATORY_SEEDS and not args.fast and args.results_dir is None \
-                and args.tolerance_rule == "study":
+        if seeds == CONFIRMATORY_SEEDS and config == "replication" \
+                and args.results_dir is None and args.tolerance_rule == "study":
             splice_results_md(ROOT / "RESULTS.md", report, REPLICATION_START, REPLICATION_END)
     print(f"[demo] finished in {time.time() - started:.0f} s")
     return 0
@@ -536,13 +590,14 @@ def main(argv=None) -> int:
             raise UsageError("--seed and --seeds: give one of them")
         return replicate(args, parse_seeds(args.seeds))
     args.seed = 0 if args.seed is None else args.seed
-    suffix = folder_suffix(args)
+    config, settings = pipeline(args, replicated=False)
+    suffix = folder_suffix(args, config, replicated=False)
     work = Path(args.work_dir or ROOT / "runs" / f"demo{suffix}").resolve()
     out = Path(args.results_dir or ROOT / "results" / f"demo{suffix}").resolve()
     for folder in (work / "data", work / "logs", out):
         folder.mkdir(parents=True, exist_ok=True)
-    demo = Demo(args.fast, args.seed, work, out, args.jobs, engine=args.rollout_engine,
-                tolerance_rule=args.tolerance_rule)
+    demo = Demo(is_fast(config), args.seed, work, out, args.jobs, config,
+                engine=args.rollout_engine, tolerance_rule=args.tolerance_rule, settings=settings)
     started = time.time()
     run_stages(demo, args.stop_after)
     print(f"\n[demo] finished in {time.time() - started:.0f} s")

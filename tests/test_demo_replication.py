@@ -24,7 +24,7 @@ def test_make_demo_commands_are_unchanged_and_replication_adds_its_settings(tmp_
     assert one.eval_args("heldout") == one.eval_args("ood") == ["--seed", 0]
     assert one.replication_train_args() == one.scheme_args() == []
     rep = demo.Demo(False, 3, tmp_path, tmp_path, 2, "replication")
-    assert rep.cfg["n_master"] == 2800 and rep.cfg["grpo_steps"] == demo.CONFIGS["full"]["grpo_steps"]
+    assert rep.cfg.n_master == 2800 and rep.cfg.grpo_steps == demo.recipe("full").grpo_steps
     assert rep.eval_args("heldout") == ["--seed", 1003, "--samples", 4]
     assert rep.eval_args("retention") == ["--seed", 1003, "--samples", 4]
     assert rep.eval_args("ood") == ["--seed", 1003]

@@ -1,0 +1,212 @@
+"""The demo pipeline's settings (demo.py): one dataclass whose fields carry their help, read
+from a YAML recipe (recipes/demo/*.yaml) and written back beside each run as pipeline.yaml.
+
+A recipe names every setting without a default; a key the schema does not know, a value of the
+wrong type or out of range, and a key given twice are refused with one line naming the file,
+the line and the key (UsageError, exit status 2), before any stage runs: a typo must not cost
+an hour of screening before a script refuses it.
+
+The values reach the scripts as the text of their flags, so a recipe that holds the same values
+makes the same commands, and the stage ledger (study.stage_inputs) keeps finished stages done.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import textwrap
+import types
+import typing
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from relrl.data.dataset_io import atomic_write_text
+from relrl.problems.registry import TOPICS
+from relrl.rl.dynamic_sampling import INFORMATIVE_BY, SCHEMES
+from relrl.runtime.cli import UsageError
+
+
+def _setting(help: str, default: Any = MISSING, check: Callable[[Any], str | None] | None = None):
+    """A field with its help text and an optional check returning what is wrong, or None."""
+    return field(default=default, metadata={"help": help, "check": check})
+
+
+def _at_least(minimum: int) -> Callable[[Any], str | None]:
+    return lambda v: None if v >= minimum else f"must be >= {minimum}"
+
+
+def _fraction(v: float) -> str | None:
+    return None if 0 < v < 1 else "must lie strictly between 0 and 1"
+
+
+def _positive(v: float) -> str | None:
+    return None if v > 0 else "must be > 0"
+
+
+def _topics(v: str) -> str | None:
+    names = [t.strip() for t in v.split(",") if t.strip()]
+    unknown = [t for t in names if t not in TOPICS]
+    if not names:
+        return "must name at least one topic"
+    return f"unknown topic {', '.join(unknown)} (known: {', '.join(TOPICS)})" if unknown else None
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[Any], str | None]:
+    return lambda v: None if v is None or v in choices else f"must be one of {', '.join(choices)}"
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Sizes and rates of one demo pipeline. The flag each value becomes is named in its help."""
+
+    # data: generators/build_dataset.py generate, then split
+    n_master: int = _setting("master rows generated, before paraphrasing (build_dataset.py "
+                             "generate --n)", check=_at_least(1))
+    paraphrases: int = _setting("paraphrases per master row (--paraphrases)", check=_at_least(1))
+    val_frac: float = _setting("share of paraphrase groups held for validation (split "
+                               "--val-frac)", check=_fraction)
+    holdout_frac: float = _setting("share of groups held out as test sets (split --holdout-frac)",
+                                   check=_fraction)
+    ood_topics: str = _setting("comma-separated topics held out whole as the out-of-distribution "
+                               "set, never trained on (split --ood-topics)", check=_topics)
+    # screening and every sampling stage
+    screen_samples: int = _setting("samples per question when screening the base model into "
+                                   "mixed and non-mixed (screen_v4.py --samples)",
+                                   check=_at_least(1))
+    max_new_tokens: int = _setting("new tokens per completion in screening, GRPO and evaluation "
+                                   "(--max-new-tokens)", check=_at_least(1))
+    # SFT warm start: training/sft_qwen3_kfold.py
+    sft_epochs: int = _setting("SFT epochs on the non-mixed questions (--epochs)",
+                               check=_at_least(1))
+    sft_lr: float = _setting("SFT learning rate (--learning-rate)", check=_positive)
+    # GRPO: training/grpo_exp7_dynamic.py and grpo_exp10_nosft.py
+    grpo_steps: int = _setting("useful GRPO steps per run (--max-useful-steps)",
+                               check=_at_least(1))
+    grpo_val_every: int = _setting("validate and checkpoint every this many useful steps "
+                                   "(--val-every and --save-every)", check=_at_least(1))
+    grpo_lr: float = _setting("learning rate of exp10, a fresh adapter (--learning-rate)",
+                              check=_positive)
+    grpo_warm_lr: float = _setting("learning rate of the runs warm-started from the SFT adapter "
+                                   "(exp7, exp7 with the pass-rate sampler; --learning-rate)",
+                                   check=_positive)
+    grpo_grad_accum: int = _setting("groups per GRPO update (--grad-accum)", check=_at_least(1))
+    # The replicated study's additions; each default leaves its flag off the commands
+    eval_samples: int = _setting("samples per question on the held-out mixed-style and retention "
+                                 "sets (evaluation --samples); above 1 the held-out mixed-style "
+                                 "set is sampled on its own instead of taken from the holdout's "
+                                 "results", default=1, check=_at_least(1))
+    val_samples: int = _setting("samples per validation question in GRPO (--val-samples)",
+                                default=1, check=_at_least(1))
+    eval_seed_offset: int = _setting("added to the seed for evaluation, so sets chosen on "
+                                     "screening samples are measured on fresh ones", default=0,
+                                     check=_at_least(0))
+    retention_min_score: int | None = _setting(
+        "build a retention set of the holdout questions the base screened right at least this "
+        "many times, and evaluate on it; null: no retention set", default=None,
+        check=lambda v: None if v is None or v >= 1 else "must be >= 1 or null")
+    pass_rate_scheme: str | None = _setting(
+        "the pass-rate sampler's scheme in exp7 with the sampler (--pass-rate-scheme); null: "
+        "the trainer's default", default=None, check=_one_of(SCHEMES))
+    informative_by: str | None = _setting(
+        "which groups GRPO trains on (--informative-by); null: the trainer's default",
+        default=None, check=_one_of(INFORMATIVE_BY))
+
+    def to_yaml(self, header: str = "") -> str:
+        """Every setting with its help as a comment; `load` reads it back equal."""
+        lines = [f"# {line}" if line else "#" for line in header.splitlines()]
+        for f in fields(self):
+            lines += ["", *textwrap.wrap(f.metadata["help"], 96, initial_indent="# ",
+                                         subsequent_indent="# ")]
+            lines.append(yaml.safe_dump({f.name: getattr(self, f.name)},
+                                        default_flow_style=False).strip())
+        return "\n".join(lines).lstrip("\n") + "\n"
+
+    def changes_from(self, other: PipelineConfig) -> list[str]:
+        """`key: old -> new` for every setting that differs from `other`."""
+        mine, theirs = asdict(self), asdict(other)
+        return [f"{k}: {theirs[k]} -> {v}" for k, v in mine.items() if theirs[k] != v]
+
+
+def load(path: str | os.PathLike) -> PipelineConfig:
+    """A recipe checked against the schema; UsageError naming file, line and key otherwise."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read the recipe ({exc.strerror or exc})") from None
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise UsageError(f"{where}: not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
+    if not isinstance(node, yaml.MappingNode):
+        raise UsageError(f"{path}: a recipe is a mapping of settings (key: value), one a line")
+    schema = {f.name: f for f in fields(PipelineConfig)}
+    hints = typing.get_type_hints(PipelineConfig)
+    constructor = yaml.SafeLoader("")
+    values: dict[str, Any] = {}
+    for key_node, value_node in node.value:
+        key, line = key_node.value, key_node.start_mark.line + 1
+        where = f"{path}:{line}: {key}"
+        if not isinstance(key_node, yaml.ScalarNode) or key not in schema:
+            near = difflib.get_close_matches(str(key), schema, n=1)
+            hint = f" (did you mean {near[0]}?)" if near else f" (known: {', '.join(schema)})"
+            raise UsageError(f"{path}:{line}: unknown key {key!r}{hint}")
+        if key in values:
+            raise UsageError(f"{where}: given twice")
+        if not isinstance(value_node, yaml.ScalarNode):
+            raise UsageError(f"{where}: expected a single value, got a list or mapping")
+        value = _typed(constructor.construct_object(value_node), hints[key], where)
+        problem = schema[key].metadata["check"] and value is not None and \
+            schema[key].metadata["check"](value)
+        if problem:
+            raise UsageError(f"{where}: {problem}, got {value!r}")
+        values[key] = value
+    missing = [name for name, f in schema.items() if f.default is MISSING and name not in values]
+    if missing:
+        raise UsageError(f"{path}: missing {', '.join(missing)} (every setting without a default "
+                         "is given; see study/pipeline_config.py)")
+    config = PipelineConfig(**values)
+    if config.val_frac + config.holdout_frac >= 1:
+        raise UsageError(f"{path}: val_frac + holdout_frac must be < 1, leaving groups to train "
+                         f"on, got {config.val_frac} + {config.holdout_frac}")
+    if config.retention_min_score is not None and config.retention_min_score > config.screen_samples:
+        raise UsageError(f"{path}: retention_min_score {config.retention_min_score} is more than "
+                         f"screen_samples {config.screen_samples}: no question could qualify")
+    return config
+
+
+def _typed(value: Any, hint: Any, where: str) -> Any:
+    """`value` as the field's type, or UsageError. An integer is a float's value too, and so is
+    a string such as 2e-4, which YAML 1.1 (PyYAML) reads as text for want of a decimal point."""
+    allowed = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    if value is None:
+        if type(None) in allowed:
+            return None
+        raise UsageError(f"{where}: a value is needed here (null is not allowed)")
+    if int in allowed and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if float in allowed and not isinstance(value, bool):
+        number = value
+        if isinstance(value, str):
+            try:
+                number = float(value)
+            except ValueError:
+                pass
+        if isinstance(number, (int, float)) and math.isfinite(number):
+            return float(number)
+    if str in allowed and isinstance(value, str):
+        return value
+    names = " or ".join({int: "an integer", float: "a number", str: "text",
+                         type(None): "null"}[t] for t in allowed)
+    raise UsageError(f"{where}: expected {names}, got {value!r}")
+
+
+def write(path: Path, config: PipelineConfig, header: str = "") -> None:
+    """pipeline.yaml, written whole then renamed, so a kill never leaves half a recipe."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, config.to_yaml(header))
