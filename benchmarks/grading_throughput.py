@@ -10,7 +10,7 @@ import os
 import random
 import time
 
-from relrl.grading.grader import grade
+from relrl.grading.scoring import grade
 
 STEP = ("Step {k}: with $\\lambda = {a} \\times 10^{{-4}}$ failures/hour and $t = {b}$ hours, "
         "$$R(t) = e^{{-\\lambda t}} = \\frac{{{b}}}{{{c}}} \\approx {d:.4f}$$\n\n")

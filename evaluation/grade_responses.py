@@ -4,7 +4,7 @@ INPUT is a JSON array or JSONL of objects. One JSON line per row (index, extract
 target, correct, reward, reason) goes to --output, or to stdout without it; the last line of
 stdout is always the summary {"n", "correct", "accuracy", "unextracted", "bad_targets",
 "tolerance_rule"}. Under `--tolerance-rule complement` a row's target kind is its
---target-kind-field, else inferred from its --question-field (relrl.grading.grader.target_kind_of).
+--target-kind-field, else inferred from its --question-field (relrl.grading.target_kind.target_kind_of).
 
 Example (a frontier model's answers, which end in a FINAL ANSWER section, not \\boxed{}):
   python evaluation/grade_responses.py \\
@@ -16,7 +16,8 @@ import json
 import math
 
 from relrl.data.dataset_io import DatasetError, atomic_write_jsonl, read_records
-from relrl.grading.grader import grade, target_kind_of
+from relrl.grading.scoring import grade
+from relrl.grading.target_kind import target_kind_of
 from relrl.runtime.cli import ArgumentParser, UsageError, add_tolerance_rule_arg, run_main
 
 

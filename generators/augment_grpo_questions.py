@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from relrl.data.dataset_io import ProgressFile, atomic_write_jsonl, load_dataset
 from relrl.evaluation import api_client as api
-from relrl.grading.grader import find_numbers, normalize, parse_target
+from relrl.grading.numbers import find_numbers, normalize, parse_target
 from relrl.runtime.cli import ArgumentParser, UsageError, env_default, positive_int, run_main
 
 GENERATE_PROMPT = """Here is a reliability-engineering problem and its answer.

@@ -21,7 +21,8 @@ from relrl.data.dataset_io import ProgressFile, atomic_write_jsonl, load_dataset
 from relrl.data.prompting import chat_messages
 from relrl.evaluation import api_client as api
 from relrl.evaluation.runner import check_rows
-from relrl.grading.grader import grade, target_kind_of
+from relrl.grading.scoring import grade
+from relrl.grading.target_kind import target_kind_of
 from relrl.runtime.cli import ArgumentParser, UsageError, add_tolerance_rule_arg, positive_int, run_main
 
 

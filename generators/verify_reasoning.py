@@ -27,7 +27,9 @@ from pathlib import Path
 from relrl.data.dataset_io import ProgressFile, atomic_write_json, atomic_write_jsonl, load_dataset
 from relrl.evaluation import api_client as api
 from relrl.evaluation.runner import check_rows
-from relrl.grading.grader import grade, normalize, target_kind_of
+from relrl.grading.numbers import normalize
+from relrl.grading.scoring import grade
+from relrl.grading.target_kind import target_kind_of
 from relrl.runtime.cli import ArgumentParser, UsageError, add_tolerance_rule_arg, run_main
 
 JUDGE_PROMPT = """Below is a reliability-engineering problem, a worked solution and the stated \

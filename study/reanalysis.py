@@ -1,7 +1,7 @@
 """Post hoc re-analysis of committed evaluation results: both tolerance rules, the guess
 baselines and the strata, with no model run again.
 
-Each completion's stored answer value is regraded (relrl.grading.grader.is_correct_value). Under the
+Each completion's stored answer value is regraded (relrl.grading.scoring.is_correct_value). Under the
 study's rule the stored grade is kept: it is the measured number, and the value's regrade is
 checked against it. Under the complement rule the value is regraded, except where the value
 alone does not reproduce the stored study grade (an answer read as a percent number): those are
@@ -22,7 +22,8 @@ from typing import Sequence
 
 from relrl.evaluation.guess_baselines import GUESSES, Fitted, fit_guesses, guess_outcomes
 from relrl.evaluation.strata import strata
-from relrl.grading.grader import grade, is_correct_value, target_kind_of
+from relrl.grading.scoring import grade, is_correct_value
+from relrl.grading.target_kind import target_kind_of
 
 RULES = ("study", "complement")
 MODELS = ("base", "SFT warm start", "GRPO exp7 best", "GRPO exp10 best")
@@ -235,7 +236,7 @@ def render(result: dict) -> str:
         "too). Two grading rules, tolerance "
         f"{result['tolerance']:g}: `study`, the relative error of the pre-registered grading "
         "(its model accuracies are the measured ones), and `complement`, where a probability "
-        "target t is judged on min(t, 1 - t) (`relrl/grading/grader.py`; the committed rows carry no "
+        "target t is judged on min(t, 1 - t) (`relrl/grading/scoring.py`; the committed rows carry no "
         "`target_kind`, so a target's kind is inferred from its question by "
         "`target_kind_of`). Accuracies are at the level "
         "of paraphrase groups, pooled over seeds. Guesses (`relrl/evaluation/guess_baselines.py`), each "

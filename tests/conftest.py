@@ -27,7 +27,7 @@ def pytest_collection_modifyitems(items):
 def grading_caches_start_empty():
     """The grader caches parsed targets. mutmut runs each mutant's tests in a process forked
     from one that has graded already, so a cached target would skip the mutated code."""
-    from relrl.grading import grader as grading
+    from relrl.grading import numbers
 
-    grading._parse_target_text.cache_clear()
-    grading._parse_target_values.cache_clear()
+    numbers._parse_target_text.cache_clear()
+    numbers._parse_target_values.cache_clear()

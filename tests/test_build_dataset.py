@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 from conftest import ROOT, SEED_DATA
 
-from relrl.grading.grader import grade
+from relrl.grading.scoring import grade
 from relrl.runtime.cli import run_main
 
 SCRIPT = ROOT / "generators" / "build_dataset.py"

@@ -10,7 +10,7 @@ import json
 import pytest
 from conftest import SEED_DATA
 
-from relrl.grading.grader import grade
+from relrl.grading.scoring import grade
 
 FOLDER = SEED_DATA / "frontier_holdout_54q"
 pytestmark = pytest.mark.skipif(not FOLDER.is_dir(), reason=f"{FOLDER} is not here")

@@ -7,7 +7,9 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
-from relrl.grading.grader import grade, half_last_digit, infer_target_kind, parse_target_number
+from relrl.grading.numbers import half_last_digit, parse_target_number
+from relrl.grading.scoring import grade
+from relrl.grading.target_kind import infer_target_kind
 from relrl.problems.base import sig, sig_probability
 from relrl.problems.dataset import generate_rows
 from relrl.problems.registry import FAMILIES
@@ -75,7 +77,7 @@ def test_rows_carry_their_familys_kind_and_the_inference_reads_them_alike():
     assert {row["family"] for row in rows} == set(FAMILIES)
     for row in rows:
         assert row["target_kind"] == FAMILIES[row["family"]].target_kind
-        # the rule for rows without the field (relrl.grading.grader.infer_target_kind) agrees
+        # the rule for rows without the field (relrl.grading.target_kind.infer_target_kind) agrees
         assert infer_target_kind(row["question"], row["answer"]) == row["target_kind"], row
 
 

@@ -6,7 +6,8 @@ import re
 import numpy as np
 import pytest
 
-from relrl.grading.grader import grade, parse_target
+from relrl.grading.numbers import parse_target
+from relrl.grading.scoring import grade
 from relrl.problems.base import sig, tex, txt
 from relrl.problems.dataset import count_rows, generate_rows, split_rows
 from relrl.problems.registry import FAMILIES, TOPICS, select

@@ -4,16 +4,10 @@ import math
 
 import pytest
 
-from relrl.grading.grader import (
-    DEFAULT_TIERS,
-    RewardTiers,
-    extract_answer,
-    grade,
-    parse_number,
-    parse_target,
-    strip_thinking,
-)
+from relrl.grading.extraction import extract_answer, strip_thinking
+from relrl.grading.numbers import parse_number, parse_target
 from relrl.grading.rewards import compute_score, make_reliability_reward, reliability_reward
+from relrl.grading.scoring import DEFAULT_TIERS, RewardTiers, grade
 
 # (text, value): every number format the issue lists.
 NUMBERS = [

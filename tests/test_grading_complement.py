@@ -6,17 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from relrl.grading.grader import (
-    TARGET_KINDS,
-    TOLERANCE_RULES,
-    asked_quantity,
-    grade,
-    half_last_digit,
-    infer_target_kind,
-    is_correct_value,
-    parse_target_number,
-    target_kind_of,
-)
+from relrl.grading.numbers import half_last_digit, parse_target_number
+from relrl.grading.scoring import TOLERANCE_RULES, grade, is_correct_value
+from relrl.grading.target_kind import TARGET_KINDS, asked_quantity, infer_target_kind, target_kind_of
 
 P = "probability"
 

@@ -8,7 +8,8 @@ line after "is" or "≈", "from <old> to <new>", and a time condition after a ma
 does not conclude."""
 import pytest
 
-from relrl.grading.grader import extract_answer, grade
+from relrl.grading.extraction import extract_answer
+from relrl.grading.scoring import grade
 
 WORKING = ("Each unit fails at a constant rate, so its reliability is an exponential in the "
            "mission time.\n\n")

@@ -5,7 +5,7 @@ next one, lists and tables inside a section, several sections, a section after a
 same rules for targets with several values."""
 import pytest
 
-from relrl.grading.grader import extract_answer, extract_values
+from relrl.grading.extraction import extract_answer, extract_values
 
 WORKING = ("We model the time to failure as exponential with rate $\\lambda$. The data give "
            "$\\lambda = 2 \\times 10^{-3}$ per hour, so $R(t) = e^{-\\lambda t}$.\n\n")

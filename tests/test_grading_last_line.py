@@ -8,7 +8,9 @@ line left open on an operator (also inside Markdown emphasis), and how many word
 last number."""
 import pytest
 
-from relrl.grading.grader import extract_answer, grade, parse_target_number, parse_target_values
+from relrl.grading.extraction import extract_answer
+from relrl.grading.numbers import parse_target_number, parse_target_values
+from relrl.grading.scoring import grade
 
 WORKING = ("The units fail independently with rate 0.002 per hour, so the reliability of the "
            "series system is the product of the unit reliabilities.\n\n")

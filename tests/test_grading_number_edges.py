@@ -5,17 +5,15 @@ exponents, exponents beyond +-10,000), the fields of a Number and an Extraction,
 reading, and grades whose error falls exactly on a tolerance or band limit."""
 import pytest
 
-from relrl.grading.grader import (
-    _EPS,
-    RewardTiers,
-    extract_answer,
+from relrl.grading.extraction import extract_answer
+from relrl.grading.numbers import (
     find_numbers,
-    grade,
     parse_number,
     parse_target,
     parse_target_number,
     parse_target_values,
 )
+from relrl.grading.scoring import _EPS, RewardTiers, grade
 
 # ---------------------------------------------------------------- why a value is unusable
 

@@ -6,7 +6,9 @@ from dataclasses import dataclass
 import pytest
 
 from relrl.evaluation import runner as ev
-from relrl.grading.grader import extract_answer, grade, parse_target, parse_target_values
+from relrl.grading.extraction import extract_answer
+from relrl.grading.numbers import parse_target, parse_target_values
+from relrl.grading.scoring import grade
 
 WORKING = ("We model the time to failure as exponential with rate $\\lambda$. The data give "
            "$\\lambda = 2 \\times 10^{-3}$ per hour, so $R(t) = e^{-\\lambda t}$.\n\n")

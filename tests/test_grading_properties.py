@@ -9,7 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from relrl.grading.grader import extract_answer, grade, parse_number, parse_target
+from relrl.grading.extraction import extract_answer
+from relrl.grading.numbers import parse_number, parse_target
+from relrl.grading.scoring import grade
 
 # Pieces that exercise every branch of the grader when glued together at random.
 TOKENS = ["\\boxed{", "{", "}", "\\{", "<think>", "</think>", "1", "0", "9", ",", ".", " ", "e",

@@ -4,16 +4,9 @@ block opened in the prompt, stray closing tags, several blocks), brackets when a
 is split, and the plain text `normalize` makes of LaTeX and unicode spellings."""
 import pytest
 
-from relrl.grading.grader import (
-    Extraction,
-    extract_answer,
-    grade,
-    normalize,
-    parse_number,
-    parse_target_values,
-    split_values,
-    strip_thinking,
-)
+from relrl.grading.extraction import Extraction, extract_answer, strip_thinking
+from relrl.grading.numbers import normalize, parse_number, parse_target_values, split_values
+from relrl.grading.scoring import grade
 
 EMPTY = Extraction(None, None, 0, None, reason="empty response")
 

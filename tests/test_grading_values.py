@@ -3,7 +3,8 @@ one box each, a final-answer line, list or table, the last line), how a response
 token limit is read, and how the parts are scored into one Grade."""
 import pytest
 
-from relrl.grading.grader import _without_cut_line, extract_values, grade
+from relrl.grading.extraction import _without_cut_line, extract_values
+from relrl.grading.scoring import grade
 
 TARGET = "31, 521"  # spares needed for 90% and 99% confidence
 

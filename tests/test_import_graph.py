@@ -184,11 +184,11 @@ def planted(tmp_path):
 
 
 def test_a_planted_cycle_is_found_and_printed(planted):
-    grader = planted / "relrl" / "grading" / "grader.py"
-    grader.write_text(grader.read_text() + "\nfrom relrl.data.dataset_io import DatasetError\n")
+    numbers = planted / "relrl" / "grading" / "numbers.py"
+    numbers.write_text(numbers.read_text() + "\nfrom relrl.data.dataset_io import DatasetError\n")
     cycle = find_cycle(import_graph(package_modules(planted)))
     assert cycle is not None and cycle[0] == cycle[-1]
-    assert {"relrl.grading.grader", "relrl.data.dataset_io"} <= set(cycle)
+    assert {"relrl.grading.numbers", "relrl.data.dataset_io"} <= set(cycle)
 
 
 def test_a_planted_upward_import_is_a_violation(planted):
@@ -209,6 +209,6 @@ def test_a_planted_import_of_a_script_is_found(planted):
 
 def test_a_planted_local_import_is_found(tmp_path):
     script = tmp_path / "script.py"
-    script.write_text("import os\n\n\ndef run():\n    from relrl.grading.grader import grade\n"
+    script.write_text("import os\n\n\ndef run():\n    from relrl.grading.scoring import grade\n"
                       "    import vllm  # heavy and optional\n    return grade\n")
-    assert local_project_imports([script], tmp_path) == ["script.py:5: relrl.grading.grader"]
+    assert local_project_imports([script], tmp_path) == ["script.py:5: relrl.grading.scoring"]

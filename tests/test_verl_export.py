@@ -11,8 +11,9 @@ import pytest
 from conftest import ROOT
 
 from relrl.data.prompting import SYSTEM_PROMPT
-from relrl.grading.grader import TOLERANCE_RULES, target_kind_of
 from relrl.grading.rewards import compute_score
+from relrl.grading.scoring import TOLERANCE_RULES
+from relrl.grading.target_kind import target_kind_of
 from relrl.problems.dataset import generate_rows
 from relrl.problems.registry import FAMILIES
 

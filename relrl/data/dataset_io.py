@@ -3,7 +3,7 @@
 A dataset row has `question` and `answer` (a string), usually `answer_type` and `source`,
 optionally `reasoning`, and our own optional fields `id`, `group`, `family`, `topic`,
 `difficulty`, `base_score`, and `target_kind` ("probability" or "value": how the complement
-tolerance rule reads the answer, relrl.grading.grader). A file is JSONL (one object a line) or one
+tolerance rule reads the answer, relrl.grading.scoring). A file is JSONL (one object a line) or one
 JSON array.
 """
 from __future__ import annotations
@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from relrl.grading.grader import TARGET_KINDS, parse_target_values
+from relrl.grading.numbers import parse_target_values
+from relrl.grading.target_kind import TARGET_KINDS
 from relrl.runtime.cli import UsageError
 
 

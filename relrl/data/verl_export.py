@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from relrl.data.prompting import chat_messages
-from relrl.grading.grader import target_kind_of
+from relrl.grading.target_kind import target_kind_of
 
 DATA_SOURCE = "relrl/reliability"
 ABILITY = "math"

@@ -1,6 +1,6 @@
 """Guess baselines: what answering without working the problem scores on an evaluated set.
 
-Three guesses, each graded with the evaluation's own rule (relrl.grading.grader.is_correct_value with
+Three guesses, each graded with the evaluation's own rule (relrl.grading.scoring.is_correct_value with
 the same tolerance, tolerance rule and each row's target kind):
 
 - constant: one answer given to every question. Fitted on the TRAINING rows only, never on the
@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from relrl.data.dataset_io import questions_fingerprint
-from relrl.grading.grader import find_numbers, is_correct_value, normalize, parse_target, target_kind_of
+from relrl.grading.numbers import find_numbers, normalize, parse_target
+from relrl.grading.scoring import is_correct_value
+from relrl.grading.target_kind import target_kind_of
 
 GUESSES = ("constant", "family_mode", "copy")
 COPY_RULE = "the last number in the question"

@@ -32,7 +32,8 @@ from relrl.evaluation.stats import (
     pass_at_k,
 )
 from relrl.evaluation.strata import strata
-from relrl.grading.grader import grade, target_kind_of
+from relrl.grading.scoring import grade
+from relrl.grading.target_kind import target_kind_of
 from relrl.modeling.loading import check_adapter_dir, check_model_source
 from relrl.models.by_name import make_engine, open_engine
 from relrl.runtime.cli import (
@@ -59,7 +60,7 @@ class EvalSettings:
     top_p: float = 0.95
     max_new_tokens: int = 3072
     tolerance: float = 0.05
-    tolerance_rule: str = "study"  # or "complement" (relrl.grading.grader)
+    tolerance_rule: str = "study"  # or "complement" (relrl.grading.scoring)
     top_k: int = 0  # 0: off
     allow_plain: bool = False
     micro_batch: int = 16  # sequences per forward pass: speed only, never results

@@ -25,7 +25,7 @@ from typing import Iterable, Sequence
 
 from scipy.stats import spearmanr
 
-from relrl.grading.grader import parse_target
+from relrl.grading.numbers import parse_target
 
 HIGH_RANGE = (0.85, 1.0)  # [low, high): where reliabilities of a working system sit
 MIN_ANSWERED = 5  # fewer answered questions in a family: no rank correlation (None)

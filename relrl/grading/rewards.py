@@ -1,10 +1,10 @@
-"""Reward functions with the signatures trainers call, all backed by relrl.grading.grader.grade.
+"""Reward functions with the signatures trainers call, all backed by relrl.grading.scoring.grade.
 
 - TRL (GRPOTrainer): `reliability_reward(completions, answer, **kwargs) -> list[float]`, where
   completions are strings or conversations (lists of {"role", "content"} messages) and `answer`
   is the dataset column of the same length. Of the other dataset columns (kwargs) only
   `target_kind` and, where that is absent, `question` are read, and only to find the target
-  kind the tolerance rule needs (relrl.grading.grader.target_kind_of); the rest are ignored.
+  kind the tolerance rule needs (relrl.grading.target_kind.target_kind_of); the rest are ignored.
 - verl: `compute_score(data_source, solution_str, ground_truth, extra_info=None,
   tolerance_rule="study") -> float`: the target kind comes from `extra_info["target_kind"]`
   (relrl.data.verl_export writes it), the rule from verl's `custom_reward_function.reward_kwargs`.
@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from relrl.grading.grader import DEFAULT_TIERS, RewardTiers, grade, target_kind_of
+from relrl.grading.scoring import DEFAULT_TIERS, RewardTiers, grade
+from relrl.grading.target_kind import target_kind_of
 
 # (completion text, dataset row) -> (reward, correct): what the GRPO trainer calls
 RewardFn = Callable[[str, dict], tuple[float, bool]]

@@ -35,7 +35,8 @@ import torch
 from relrl.data.dataset_io import atomic_write_json
 from relrl.data.prompting import SYSTEM_PROMPT, build_prompt, build_training_text
 from relrl.engines import SamplingConfig, make_engine, question_seed
-from relrl.grading.grader import grade, target_kind_of
+from relrl.grading.scoring import grade
+from relrl.grading.target_kind import target_kind_of
 from relrl.modeling.tiny_models import cache_root, name_model, new_model, qwen3_config
 from relrl.modeling.tiny_tokenizer import train_tokenizer
 from relrl.problems.dataset import generate_rows

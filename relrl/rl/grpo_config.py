@@ -10,7 +10,7 @@ from relrl.engines import (
     ENGINES,
     check_memory_fraction,
 )
-from relrl.grading.grader import TOLERANCE_RULES
+from relrl.grading.scoring import TOLERANCE_RULES
 from relrl.rl.dynamic_sampling import (
     INFORMATIVE_BY,
 )

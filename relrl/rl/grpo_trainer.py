@@ -3,7 +3,7 @@
 One optimiser update (`GRPOTrainer.run`):
   1. draw questions and sample G completions for each in one call to the rollout engine
      (relrl.engines: batched HF generate, or vLLM with the adapter synced after every update);
-  2. score them (relrl.grading.grader, or an injected reward) and keep only groups with some answers
+  2. score them (relrl.grading.scoring, or an injected reward) and keep only groups with some answers
      right and some wrong (relrl.rl.dynamic_sampling; --informative-by reward: whose rewards
      differ, the study's rule) until the training batch holds `grad_accum` groups: each kept
      group is one "useful step", as the study counted them;

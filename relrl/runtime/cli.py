@@ -10,7 +10,7 @@ import os
 import sys
 from typing import Callable
 
-from relrl.grading.grader import TOLERANCE_RULES
+from relrl.grading.scoring import TOLERANCE_RULES
 
 
 class UsageError(Exception):
@@ -79,7 +79,7 @@ def add_load_args(parser, *, unsloth: bool = True) -> None:
 
 
 def add_tolerance_rule_arg(parser) -> None:
-    """--tolerance-rule, the same flag wherever answers are graded (relrl.grading.grader, Scoring)."""
+    """--tolerance-rule, the same flag wherever answers are graded (relrl.grading.scoring)."""
     parser.add_argument("--tolerance-rule", choices=TOLERANCE_RULES, default="study",
                         help="study: relative error, the study's rule (default); complement: a "
                         "probability target t is judged on min(t, 1 - t), a reliability near 1 "

@@ -7,8 +7,8 @@ them from the original) are listed with a reason in tests/mutation/equivalent.md
 score's denominator.
 
     python tests/mutation/run_mutants.py                 # every module below
-    python tests/mutation/run_mutants.py grpo_loss stats # some
-    python tests/mutation/run_mutants.py --jobs 2 grading  # two mutants at a time (a quiet machine)
+    python tests/mutation/run_mutants.py rl.grpo_loss evaluation.stats  # some
+    python tests/mutation/run_mutants.py --jobs 2 grading.extraction  # two at a time (a quiet machine)
 """
 from __future__ import annotations
 
@@ -33,10 +33,17 @@ MODULES = {
     "rl.grpo_loss": ["tests/test_grpo_loss.py", "tests/test_grpo_loss_edges.py"],
     "rl.dynamic_sampling": ["tests/test_dynamic_sampling.py", "tests/test_question_sampler_weights.py"],
     "runtime.checkpointing": ["tests/test_checkpointing.py", "tests/test_stop_flag.py"],
-    "grading.grader": ["tests/test_grading.py", "tests/test_grading_patterns.py",
-                "tests/test_grading_properties.py", "tests/test_grading_values.py",
-                "tests/test_grading_number_edges.py", "tests/test_grading_final_sections.py",
-                "tests/test_grading_last_line.py", "tests/test_grading_text_forms.py"],
+    "grading.numbers": ["tests/test_grading.py", "tests/test_grading_number_edges.py",
+                        "tests/test_grading_text_forms.py", "tests/test_grading_properties.py",
+                        "tests/test_grading_values.py", "tests/test_grading_last_line.py"],
+    "grading.extraction": ["tests/test_grading.py", "tests/test_grading_patterns.py",
+                           "tests/test_grading_final_sections.py", "tests/test_grading_last_line.py",
+                           "tests/test_grading_concluding.py", "tests/test_grading_values.py",
+                           "tests/test_grading_text_forms.py", "tests/test_grading_properties.py"],
+    "grading.scoring": ["tests/test_grading.py", "tests/test_grading_complement.py",
+                        "tests/test_grading_number_edges.py", "tests/test_grading_values.py",
+                        "tests/test_grading_patterns.py"],
+    "grading.target_kind": ["tests/test_grading_complement.py"],
     "evaluation.stats": ["tests/test_stats.py"],
     # the bf16 autograd function and Unsloth's packed rows are tested with the GPU stack
     "modeling.logprobs": ["tests/test_logprobs.py", "tests/test_logprobs_edges.py", "tests/test_gpu_stack.py"],
