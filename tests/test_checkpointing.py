@@ -1,11 +1,10 @@
-"""Checkpoints: standard PEFT files, exact resume, atomic writes, folder ownership, signals."""
+"""Checkpoints: standard PEFT files, exact resume, atomic writes, folder ownership."""
 import json
 import os
 import pickle
 import random
 import re
 import shutil
-import signal
 
 import numpy as np
 import pytest
@@ -13,7 +12,6 @@ import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 
 from relrl.runtime.checkpointing import (
-    StopFlag,
     latest_checkpoint,
     list_checkpoints,
     load_checkpoint,
@@ -150,17 +148,6 @@ def test_output_folder_ownership(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
 
-def test_stop_flag_turns_sigterm_and_sigusr1_into_a_flag(capsys):
-    before = signal.getsignal(signal.SIGTERM)
-    for sig, name in ((signal.SIGTERM, "SIGTERM"), (signal.SIGUSR1, "SIGUSR1")):
-        with StopFlag() as stop:
-            assert not stop.requested
-            os.kill(os.getpid(), sig)
-            assert stop.requested and stop.signal == name
-    assert signal.getsignal(signal.SIGTERM) is before
-    assert "will write a checkpoint" in capsys.readouterr().err
-
-
 def test_resume_without_a_path_picks_the_latest_checkpoint_by_step(tmp_path):
     model, *_ = fresh()
     fp = run_fingerprint({"seed": 0})
@@ -291,11 +278,3 @@ def test_optimizer_state_is_loaded_without_running_pickled_code(tmp_path):
         with pytest.raises(pickle.UnpicklingError):
             load_checkpoint(folder, optimizer=opt, scheduler=sched)
         (folder / name).write_bytes(good)
-
-
-def test_stop_flag_can_be_reused_and_lets_errors_through():
-    flag = StopFlag()
-    for _ in range(2):
-        with pytest.raises(RuntimeError, match="boom"):
-            with flag:
-                raise RuntimeError("boom")

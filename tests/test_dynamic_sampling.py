@@ -170,8 +170,8 @@ def test_sampler_state_survives_a_json_round_trip():
     assert [b.questions.draw(2) for _ in range(5)] == [a.questions.draw(2) for _ in range(5)]
 
 
-def test_stop_between_generation_calls_restores_the_state_for_an_exact_redraw():
-    from relrl.rl.dynamic_sampling import CollectionStopped
+def test_a_collect_stopped_in_its_second_generation_call_leaves_no_trace():
+    from relrl.engines import GenerationStopped
 
     script = [C, W, I1, S, W, I2]
     reference = sampler(list(script))
@@ -179,11 +179,20 @@ def test_stop_between_generation_calls_restores_the_state_for_an_exact_redraw():
 
     ds = sampler(list(script))
     before = json.loads(json.dumps(ds.state_dict()))
-    calls = iter([False, True])  # stop arrives after the first generation call
-    with pytest.raises(CollectionStopped):
-        ds.collect(2, should_stop=lambda: next(calls))
-    ds.load_state_dict(before)
-    ds.rollout.script = list(script)  # a resumed run would regenerate the same rollouts
+    scripted, calls = ds.rollout, []
+
+    def stopped_in_the_second_call(indices, first_attempt):
+        calls.append(first_attempt)
+        if len(calls) == 2:
+            raise GenerationStopped
+        return scripted(indices, first_attempt)
+
+    ds.rollout = stopped_in_the_second_call
+    with pytest.raises(GenerationStopped):
+        ds.collect(2)
+    assert json.loads(json.dumps(ds.state_dict())) == before  # the first call's draws undone
+    ds.rollout = scripted
+    scripted.script = list(script)  # a resumed run would regenerate the same rollouts
     again = ds.collect(2)
     assert [(g.index, g.attempt, g.rewards) for g in again] == \
         [(g.index, g.attempt, g.rewards) for g in expected]

@@ -7,6 +7,8 @@ import signal
 import torch
 from test_grpo_trainer import trainer
 
+from relrl.runtime.stop import StopFlag
+
 
 def test_sigterm_inside_generate_stops_within_one_step_and_resumes_identically(tmp_path):
     settings = dict(max_useful_steps=8, grad_accum=2, save_every=4)
@@ -28,7 +30,8 @@ def test_sigterm_inside_generate_stops_within_one_step_and_resumes_identically(t
             seen["after"] = 0
 
     handle = decoder.register_forward_hook(hook)
-    stopped = t.run()
+    with StopFlag() as stop:  # the caller's flag, handed in
+        stopped = t.run(stop=stop)
     handle.remove()
     assert stopped["stopped_by"] == "SIGTERM"
     assert seen["after"] == 0  # no decoding step after the one the signal arrived in

@@ -106,16 +106,19 @@ def vllm_logprob(engine, completion) -> float:
     return sum(step[token].logprob for step, token in zip(steps, completion.token_ids))
 
 
-def lora_sync_moves_vllm(engine, policy, tok, tmp_path) -> tuple[float, float]:
+def lora_sync_moves_vllm(engine, policy, tok, tmp_path, monkeypatch) -> tuple[float, float]:
     """One GRPO update through the trainer that raises the log-probs of a group's own
     completions (every advantage +1), so the fixed completion it contains moves by construction,
     whatever the weights of this machine's `tiny` are; (trainer's, vLLM's) change of that
     completion's log-prob."""
+    from relrl.rl import grpo_trainer
+
+    monkeypatch.setattr(grpo_trainer, "group_advantages",
+                        lambda rewards, mode: torch.ones(rewards.shape))
     cfg = GRPOConfig(model="tiny", output_dir=str(tmp_path), max_new_tokens=24, grad_accum=1,
                      learning_rate=5e-3, max_grad_norm=10.0, warmup_ratio=0.0, num_generations=4,
                      rollout_engine="vllm")
-    t = GRPOTrainer(cfg, policy, tok, ROWS, reward_fn=digit_share_reward, engine=engine,
-                    advantage_hook=torch.ones_like)
+    t = GRPOTrainer(cfg, policy, tok, ROWS, reward_fn=digit_share_reward, engine=engine)
     groups = t.rollout([0], first_attempt=0)  # sampled by vLLM, with its log-probs
     fixed = groups[0].payload[0]
     trainer_before, vllm_before = sum(trainer_logprobs(policy, [fixed])[0]), vllm_logprob(engine, fixed)
@@ -128,13 +131,15 @@ def lora_sync_moves_vllm(engine, policy, tok, tmp_path) -> tuple[float, float]:
 
 
 @pytest.mark.parametrize("sync", [True, False])
-def test_lora_sync_is_real(setup, tmp_path, sync):
+def test_lora_sync_is_real(setup, tmp_path, monkeypatch, sync):
     engine, policy, tok, _, _ = setup
-    engine.sync_enabled = sync
+    if not sync:  # vLLM keeps the adapter it has
+        monkeypatch.setattr(engine, "sync_adapter", lambda model: None)
     try:
-        trainer_delta, vllm_delta = lora_sync_moves_vllm(engine, policy, tok, tmp_path)
+        trainer_delta, vllm_delta = lora_sync_moves_vllm(engine, policy, tok, tmp_path,
+                                                         monkeypatch)
     finally:
-        engine.sync_enabled = True
+        monkeypatch.undo()
         engine.sync_adapter(policy)
     print(f"sync {sync}: log-prob of a fixed completion moved {trainer_delta:+.4f} in the "
           f"trainer, {vllm_delta:+.4f} in vLLM")

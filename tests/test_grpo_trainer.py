@@ -66,12 +66,16 @@ def probe(t):
 
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
-def test_reward_moves_with_the_sign_of_the_advantage(tmp_path, sign):
+def test_reward_moves_with_the_sign_of_the_advantage(tmp_path, monkeypatch, sign):
+    from relrl.rl import grpo_trainer
+
+    real = grpo_trainer.group_advantages
+    monkeypatch.setattr(grpo_trainer, "group_advantages",
+                        lambda rewards, mode: sign * real(rewards, mode))
     model, tokenizer = tiny_policy(expressive=True)
     cfg = config(tmp_path, max_useful_steps=30, max_total_attempts=40, num_generations=8,
                  learning_rate=5e-3)
-    t = GRPOTrainer(cfg, model, tokenizer, ROWS, reward_fn=letters,
-                    advantage_hook=lambda a: sign * a)
+    t = GRPOTrainer(cfg, model, tokenizer, ROWS, reward_fn=letters)
     before = probe(t)
     stats = t.run()
     after = probe(t)
@@ -145,13 +149,14 @@ def test_micro_batches_are_normalised_by_the_whole_batch(tmp_path, aggregation):
 
 def test_truncated_completions_masked_and_penalised(tmp_path):
     from relrl.engines import Completion
+    from relrl.rl.grpo_batch import pack
 
     t = trainer(tmp_path, mask_truncated=True, overlong_buffer=4, max_new_tokens=8)
     done = Completion("ab", [5, 6, 7], [1, 2], truncated=False)
     cut = Completion("abcdefgh", list(range(10, 18)), [1, 2], truncated=True)
-    *_, mask, advantages, owner = t.pack([(0, done, 1.0), (1, cut, -1.0)])
-    assert mask.tolist() == [[1, 1, 1, 0, 0, 0, 0, 0], [0] * 8]
-    assert advantages.tolist() == [1.0, -1.0] and owner.tolist() == [0, 1]
+    batch = pack([(0, done, 1.0), (1, cut, -1.0)], t.tokenizer.pad_token_id, t.cfg.mask_truncated)
+    assert batch.mask.tolist() == [[1, 1, 1, 0, 0, 0, 0, 0], [0] * 8]
+    assert batch.advantages.tolist() == [1.0, -1.0] and batch.owner.tolist() == [0, 1]
     six = Completion("x", list(range(6)), [1], truncated=False)  # 2 tokens into the buffer
     assert [t.length_penalty(c) for c in (done, six, cut)] == [0.0, -0.5, -1.0]
 
@@ -261,12 +266,10 @@ def test_loss_and_advantage_flags_reach_the_trainer(tmp_path, monkeypatch, varia
             "--max-new-tokens", "8", "--aggregation", "seq_sum_constant",
             "--advantage", "mean_only", "--clip-low", "0.15", "--clip-high", "0.35",
             "--num-iterations", "3", "--beta", "0.0"]
-    args = grpo_main.build_parser(variant).parse_args(argv)
-    cfg = grpo_main.config_from_args(args, variant)
+    cfg, _ = grpo_main.build_parser(variant).parse(argv)
     assert (cfg.aggregation, cfg.advantage, cfg.clip_low, cfg.clip_high, cfg.num_iterations) \
         == ("seq_sum_constant", "mean_only", 0.15, 0.35, 3)
-    defaults = grpo_main.config_from_args(
-        grpo_main.build_parser(variant).parse_args(argv[:8]), variant)
+    defaults, _ = grpo_main.build_parser(variant).parse(argv[:8])
     assert (defaults.aggregation, defaults.advantage, defaults.num_iterations) == \
         ("token_mean", "group_norm", 1)
 

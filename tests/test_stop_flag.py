@@ -1,8 +1,12 @@
-"""StopFlag's stop file: the file named by $RELRL_STOP_FILE appearing requests a stop, its text
-naming the signal (SIGUSR1 when it names none or cannot be read); an empty variable means none."""
+"""StopFlag: SIGTERM and SIGUSR1 become a flag while it is active; the file named by
+$RELRL_STOP_FILE appearing requests a stop, its text naming the signal (SIGUSR1 when it names none
+or cannot be read); an empty variable means none."""
+import os
+import signal
+
 import pytest
 
-from relrl.runtime.checkpointing import STOP_FILE_ENV, StopFlag
+from relrl.runtime.stop import STOP_FILE_ENV, StopFlag
 
 
 @pytest.mark.parametrize("text, signal", [("SIGTERM\n", "SIGTERM"), ("SIGUSR1", "SIGUSR1"),
@@ -34,3 +38,22 @@ def test_an_unset_or_empty_stop_file_variable_means_no_stop_file(tmp_path, monke
     flag = StopFlag()
     assert flag.stop_file is None
     assert not flag.requested and flag.signal is None
+
+
+def test_stop_flag_turns_sigterm_and_sigusr1_into_a_flag(capsys):
+    before = signal.getsignal(signal.SIGTERM)
+    for sig, name in ((signal.SIGTERM, "SIGTERM"), (signal.SIGUSR1, "SIGUSR1")):
+        with StopFlag() as stop:
+            assert not stop.requested
+            os.kill(os.getpid(), sig)
+            assert stop.requested and stop.signal == name
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert "will write a checkpoint" in capsys.readouterr().err
+
+
+def test_stop_flag_can_be_reused_and_lets_errors_through():
+    flag = StopFlag()
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="boom"):
+            with flag:
+                raise RuntimeError("boom")

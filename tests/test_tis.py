@@ -39,12 +39,11 @@ def test_trainer_caps_the_ratio_and_counts_the_capped_share(tmp_path):
     t = trainer(tmp_path, tis_cap=2.0)
     old = torch.log(torch.tensor([[0.5, 0.5, 0.5], [0.9, 0.1, 0.2]]))
     sampler = torch.log(torch.tensor([[0.5, 0.1, 0.4], [0.3, 0.1, 0.05]]))
-    rows = {}
-    w = t.importance_weights(old, sampler, MASK, rows)
+    w, rows = t.importance_weights(old, sampler, MASK)
     assert w.flatten().tolist() == pytest.approx([1.0, 2.0, 1.25, 2.0, 1.0, 0.0])
     assert rows["tis_ratio"].tolist() == pytest.approx([1 + 5 + 1.25, 3 + 1])  # uncapped
     assert rows["tis_capped"].tolist() == [1.0, 1.0]  # 5 > 2 and 3 > 2; padding not counted
     t.cfg.tis_cap = 0.0
-    rows = {}
-    assert t.importance_weights(old, sampler, MASK, rows) is None
+    w, rows = t.importance_weights(old, sampler, MASK)
+    assert w is None
     assert set(rows) == {"tis_ratio"}  # the ratio is still reported with the correction off

@@ -9,7 +9,8 @@ call. The trainer and the evaluation runner hold an Engine and never ask which o
   updating()            a block around an optimiser update (vLLM may sleep to free memory)
   close()
 `should_stop` is asked once per decoding step; when it says yes, generate ends within that
-step and raises GenerationStopped, so the caller restores its state and a resume redraws.
+step and raises GenerationStopped, returning nothing of the call, so the caller can forget the
+call and a resumed run draws it again.
 """
 from __future__ import annotations
 
@@ -21,11 +22,12 @@ from typing import Callable
 from relrl.runtime.cli import UsageError
 
 STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
+ENGINES = ("hf", "vllm")
 
 
 class GenerationStopped(Exception):
-    """`should_stop` said yes during generate(); no completion of that call is returned."""
-ENGINES = ("hf", "vllm")
+    """`should_stop` said yes during generate(); no completion of that call is returned. The
+    engines' own exception: a caller catches it without knowing which engine ran."""
 
 
 @dataclass(frozen=True)

@@ -73,9 +73,9 @@ class SeededGumbelSampler:
 
 
 class StopRequested:
-    """Ends generate() at the end of the current decoding step once a stop is requested
-    (SIGTERM/SIGUSR1 via relrl.runtime.checkpointing.StopFlag), instead of after max_new_tokens. A
-    stopping criterion for generate, which only calls it."""
+    """Ends generate() at the end of the current decoding step once `should_stop` says yes (a
+    trainer passes its StopFlag's: SLURM's notice), instead of after max_new_tokens. A stopping
+    criterion for generate, which only calls it; generate then raises GenerationStopped."""
 
     def __init__(self, should_stop: Callable[[], bool]):
         self.should_stop, self.fired = should_stop, False

@@ -178,7 +178,6 @@ class VLLMEngine(Engine):
         self.tokenizer, self.stops = tokenizer, stop_token_ids(tokenizer)
         # two copies at once: the new adapter is written before the old one is deleted
         self.scratch = ram_folder("relrl-vllm-", 2 * adapter_bytes(model))
-        self.sync_enabled = True  # tests switch it off to show that the sync is what matters
         self.steps = 0  # scheduler steps run: a stop is honoured within one
         self.version, self.lora, self._base = 0, None, False
         cuda = torch.cuda.is_available()
@@ -211,8 +210,6 @@ class VLLMEngine(Engine):
     # ------------------------------------------------------------------ adapter
     def sync_adapter(self, model) -> None:
         """The next generate samples from `model`'s adapter as it is now."""
-        if not self.sync_enabled:
-            return
         self.version += 1
         folder = self.scratch / f"adapter-{self.version}"
         save_adapter(model, folder)

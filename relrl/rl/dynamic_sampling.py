@@ -35,6 +35,7 @@ drift as the policy learns (see README, "Dynamic sampling").
 """
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
@@ -193,10 +194,6 @@ class QuestionSampler:
 Rollout = Callable[[list[int], int], list[Group]]  # (question indices, first attempt) -> groups
 
 
-class CollectionStopped(Exception):
-    """A stop signal arrived between two generation calls of one collect()."""
-
-
 class DynamicSampler:
     def __init__(self, rollout: Rollout, questions: QuestionSampler, *, mode: str = "step",
                  gen_batch: int = 8, max_attempts_per_step: int = 10,
@@ -214,24 +211,24 @@ class DynamicSampler:
         self.max_total_attempts, self.min_spread = max_total_attempts, min_spread
         self.full_reward, self.on_waste = full_reward, on_waste
         self.counters = WasteCounters()
-        self.should_stop: Callable[[], bool] = lambda: False
 
     @property
     def attempts_left(self) -> int:
         return self.max_total_attempts - self.counters.total_attempts
 
-    def collect(self, n_groups: int, should_stop: Callable[[], bool] = lambda: False) -> list[Group]:
-        """Up to n_groups informative groups (fewer when a cap is hit). `should_stop` is asked
-        before every generation call: when it says yes, CollectionStopped is raised and the
-        caller restores the state it saved before collecting, so a resumed run redraws exactly."""
-        self.should_stop = should_stop
-        if self.mode == "step":
-            return self._steps(n_groups)
-        return self._one_batch(n_groups)
+    def collect(self, n_groups: int) -> list[Group]:
+        """Up to n_groups informative groups (fewer when a cap is hit). A collect the rollout
+        ends with an exception (a stop signal during generation, say) leaves no trace: draws
+        and counters are put back as they were, so a run resumed from the last checkpoint
+        draws the same questions with the same seeds."""
+        before = copy.deepcopy(self.state_dict())
+        try:
+            return self._steps(n_groups) if self.mode == "step" else self._one_batch(n_groups)
+        except BaseException:
+            self.load_state_dict(before)
+            raise
 
     def _generate(self, k: int) -> list[Group]:
-        if self.should_stop():
-            raise CollectionStopped
         k = min(k, self.attempts_left)
         indices = self.questions.draw(k)
         groups = self.rollout(indices, self.counters.total_attempts)

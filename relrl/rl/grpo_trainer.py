@@ -7,28 +7,33 @@ One optimiser update (`GRPOTrainer.run`):
      right and some wrong (relrl.rl.dynamic_sampling; --informative-by reward: whose rewards
      differ, the study's rule) until the training batch holds `grad_accum` groups: each kept
      group is one "useful step", as the study counted them;
-  3. advantages within each group (relrl.rl.grpo_loss.group_advantages);
-  4. `num_iterations` passes over the batch: clipped surrogate against the rollout policy (the
-     trainer's own log-probs, with truncated importance sampling on trainer/sampler when the
-     engine reports sampler log-probs) plus beta * k3 KL to the reference (adapter off),
-     gradients summed over the batch's groups, gradient clipping, one AdamW step per pass
-     (warmup then cosine schedule);
+  3. advantages within each group (relrl.rl.grpo_loss.group_advantages), the batch's
+     completions packed into micro-batches (relrl.rl.grpo_batch);
+  4. `num_iterations` passes over the batch (`update`): clipped surrogate against the rollout
+     policy (the trainer's own log-probs on the first pass, with truncated importance sampling
+     on trainer/sampler when the engine reports sampler log-probs) plus beta * k3 KL to the
+     reference (adapter off), gradients summed over the batch's groups, gradient clipping, one
+     AdamW step per pass (warmup then cosine schedule); per-group metrics
+     (relrl.rl.grpo_metrics);
   5. one JSON log line per useful step; validation every `val_every` useful steps (best/ kept);
-     checkpoint-N/ every `save_every`; SIGTERM/SIGUSR1 -> checkpoint and exit 0 (a rollout
-     in progress ends within one decoding step and is redrawn on resume).
-Everything a resumed run needs is in the checkpoint, and rollout seeds derive from (run seed,
-question id, attempt number), so a resumed run ends exactly where an uninterrupted one does.
+     checkpoint-N/ every `save_every`.
+A stop flag (relrl.runtime.stop.StopFlag: SIGTERM/SIGUSR1, SLURM's notice) handed to `run` ends
+the run at a safe point with a checkpoint and exit status 0: a rollout in progress ends within
+one decoding step (the engine raises GenerationStopped), the sampler forgets the partial draw,
+and a resumed run draws it again. Everything a resumed run needs is in the checkpoint, and
+rollout seeds derive from (run seed, question id, attempt number), so a resumed run ends exactly
+where an uninterrupted one does.
 """
 from __future__ import annotations
 
-import copy
+import contextlib
 import json
 import math
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 from tqdm import tqdm
@@ -47,27 +52,21 @@ from relrl.modeling.loading import (
     device_of,
     reference_policy,
 )
-from relrl.modeling.logprobs import completion_logprobs, pack_sequences
+from relrl.modeling.logprobs import completion_logprobs
 from relrl.models.by_name import make_engine
-from relrl.rl.dynamic_sampling import (
-    WASTE_KINDS,
-    CollectionStopped,
-    DynamicSampler,
-    Group,
-    QuestionSampler,
-)
+from relrl.rl.dynamic_sampling import DynamicSampler, Group, QuestionSampler
+from relrl.rl.grpo_batch import MicroBatch, batch_normalisers, micro_batches
 from relrl.rl.grpo_config import GRPOConfig
 from relrl.rl.grpo_loss import (
     LossConfig,
-    batch_counts,
     group_advantages,
     importance_weights,
     overlong_penalty,
     policy_loss,
 )
+from relrl.rl.grpo_metrics import group_metrics, progress_line, run_statistics, step_record
 from relrl.runtime import distributed
 from relrl.runtime.checkpointing import (
-    StopFlag,
     load_checkpoint,
     save_checkpoint,
 )
@@ -75,25 +74,34 @@ from relrl.runtime.cli import (
     UsageError,
 )
 from relrl.runtime.lr_schedule import warmup_cosine
+from relrl.runtime.stop import StopFlag
 from relrl.runtime.tracking import Tracker
 
 LOG_FILE, STATS_FILE = "train_log.jsonl", "statistics.json"
+
+
+@dataclass
+class FirstPass:
+    """What an update measures on its first pass over a micro-batch, before any optimiser step,
+    and holds fixed for every pass."""
+    old_logp: torch.Tensor  # the trainer's log-probs of the rollouts: the rollout policy's
+    ref_logp: torch.Tensor | None  # the reference policy's (adapter off), when beta > 0
+    tis_weight: torch.Tensor | None  # trainer/sampler weights (None: no correction)
+    rows: dict[str, torch.Tensor]  # per-row sums of the rollouts (grpo_metrics.FIRST_PASS)
 
 
 class GRPOTrainer:
     def __init__(self, cfg: GRPOConfig, model, tokenizer, rows: list[dict],
                  val_rows: list[dict] | None = None, *, reward_fn: RewardFn | None = None,
                  settings: dict | None = None, fingerprint: str = "",
-                 advantage_hook: Callable[[torch.Tensor], torch.Tensor] | None = None,
                  engine: Engine | None = None, tracker: Tracker | None = None):
         self.cfg, self.model, self.tokenizer = cfg, model, tokenizer
         self.engine = engine or make_engine("hf", model, tokenizer)
         self.engine_synced = False  # the engine samples from the adapter as it is now
-        self.should_stop: Callable[[], bool] = lambda: False  # asked every decoding step
+        self.stop = StopFlag.never()  # run() hands in the run's own
         self.rows, self.val_rows = rows, val_rows or []
         self.reward_fn = reward_fn or (digit_share_reward if cfg.reward == "digit-share"
                                        else grader_reward(cfg.tolerance, cfg.tolerance_rule))
-        self.advantage_hook = advantage_hook  # tests flip the sign to prove the direction
         self.tracker = tracker or Tracker()  # --report-to: TensorBoard / W&B curves
         self.settings = settings if settings is not None else cfg.settings()
         self.fingerprint = fingerprint
@@ -135,7 +143,11 @@ class GRPOTrainer:
     def rollout(self, indices: list[int], first_attempt: int) -> list[Group]:
         """G completions for each question in one batched call, scored. Under torch.distributed
         each rank generates and scores its share of the questions (by position) and the scored
-        groups are gathered back in order, so every rank keeps and drops the same groups."""
+        groups are gathered back in order, so every rank keeps and drops the same groups. A stop
+        (this rank's within a decoding step, any rank's between calls) raises GenerationStopped
+        on every rank."""
+        if self.stop.agreed():  # a collective call: every rank asks before every call
+            raise GenerationStopped
         G = self.cfg.num_generations
         # A question drawn again gets new completions: its seed also depends on the attempt.
         seeds = [sample_seed(question_seed(self.cfg.seed, str(self.rows[i]["id"])),
@@ -146,12 +158,12 @@ class GRPOTrainer:
         try:
             completions = self.engine.generate(
                 [self.prompts[i] for i in mine], G, [seeds[k] for k in positions],
-                self.sampling, should_stop=self.should_stop) if mine else []
+                self.sampling, should_stop=lambda: self.stop.requested) if mine else []
             stopped = False
         except GenerationStopped:  # this rank's signal, within one decoding step
             completions, stopped = [], True
         if distributed.any_rank(stopped):  # every rank drops the call, or none does
-            raise CollectionStopped
+            raise GenerationStopped
         groups = []
         for k, index, group in zip(positions, mine, completions):
             row = self.rows[index]
@@ -173,119 +185,96 @@ class GRPOTrainer:
         return overlong_penalty(length, self.cfg.max_new_tokens, self.cfg.overlong_buffer)
 
     # ------------------------------------------------------------------ the update
-    def pack(self, rows: list[tuple[int, object, float]]):
-        """Model inputs, the sampler's log-probs (None unless every completion has them),
-        loss mask, advantages and owning group of (group, completion, advantage) rows:
-        prompts left-padded, completions right-padded after them."""
-        ids, attention, start = pack_sequences([c.prompt_ids for _, c, _ in rows],
-                                               [c.token_ids for _, c, _ in rows],
-                                               self.tokenizer.pad_token_id)
-        mask = attention[:, start:].float()
-        if self.cfg.mask_truncated:
-            keep = torch.tensor([0.0 if c.truncated else 1.0 for _, c, _ in rows])
-            mask = mask * keep.unsqueeze(1)
-        advantages = torch.tensor([a for _, _, a in rows])
-        owner = torch.tensor([k for k, _, _ in rows])
-        sampler = None
-        if all(c.logprobs is not None for _, c, _ in rows):
-            sampler = torch.zeros_like(mask)
-            for r, (_, c, _) in enumerate(rows):
-                sampler[r, :len(c.logprobs)] = torch.tensor(c.logprobs)
-        return ids, attention, start, sampler, mask, advantages, owner
-
-    def logprobs(self, ids, attention, start, entropy=False):
-        device = device_of(self.model)
-        return completion_logprobs(self.model, ids.to(device), attention.to(device), start,
-                                   micro_batch=ids.shape[0], return_entropy=entropy)
-
     def update(self, groups: list[Group]) -> list[dict]:
         """num_iterations optimiser steps on one training batch; per-group metrics."""
-        cfg, device, n = self.cfg, device_of(self.model), len(groups)
+        cfg, device = self.cfg, device_of(self.model)
         advantages = group_advantages(torch.tensor([g.rewards for g in groups]), cfg.advantage)
-        if self.advantage_hook is not None:
-            advantages = self.advantage_hook(advantages)
-        rows = [(k, c, float(advantages[k, j]))
-                for k, g in enumerate(groups) for j, c in enumerate(g.payload)]
-        # Micro-batches of similar lengths pad less; the loss uses batch-wide normalisers, so
-        # the order changes only the order of float sums.
-        rows.sort(key=lambda row: len(row[1].token_ids))
-        size = cfg.train_micro_batch
-        chunks = [self.pack(rows[i:i + size]) for i in range(0, len(rows), size)]
-        counts = [batch_counts(chunk[4]) for chunk in chunks]
-        batch_tokens, batch_seqs = sum(t for t, _ in counts), sum(s for _, s in counts)
-        old, ref, tis = [None] * len(chunks), [None] * len(chunks), [None] * len(chunks)
-        keys = ("loss", "tokens", "clipped", "kl", "entropy", "tis_ratio", "tis_capped")
-        sums = {key: torch.zeros(n) for key in keys}
-        with_sampler = all(chunk[3] is not None for chunk in chunks)
+        batches = micro_batches([g.payload for g in groups], advantages, cfg.train_micro_batch,
+                                self.tokenizer.pad_token_id, cfg.mask_truncated)
+        batch_tokens, batch_seqs = batch_normalisers(batches)
         # Data parallel: each rank runs its share of the micro-batches (the loss already uses
         # the whole batch's counts), then the gradients are summed and every rank steps alike.
-        mine = distributed.share(list(range(len(chunks))))
+        mine = distributed.share(list(range(len(batches))))
+        fixed: dict[int, FirstPass] = {}
+        parts = []  # (pass, micro-batch, per-row sums) of this rank's micro-batches
+        with self.training():
+            for iteration in range(cfg.num_iterations):
+                for c in mine:
+                    batch = batches[c]
+                    if iteration == 0:
+                        logp, fixed[c] = self.first_pass(batch)
+                    else:
+                        logp = self.logprobs(batch)
+                    terms = policy_loss(logp, fixed[c].old_logp, batch.advantages.to(device),
+                                        batch.mask.to(device), self.loss_cfg,
+                                        ref_logp=fixed[c].ref_logp, batch_tokens=batch_tokens,
+                                        batch_seqs=batch_seqs, tis_weight=fixed[c].tis_weight)
+                    terms.loss.backward()
+                    rows = {"loss": terms.row_loss.cpu(),
+                            "clipped": (terms.row_clip_low + terms.row_clip_high).cpu()}
+                    if terms.row_kl is not None:
+                        rows["kl"] = terms.row_kl.cpu()
+                    parts.append((iteration, c, {**fixed[c].rows, **rows} if iteration == 0
+                                  else rows))
+                self.optimizer_step()
+        with_sampler = batches[0].sampler_logp is not None
+        every_rank = [part for rank in distributed.all_gather_object(parts) for part in rank]
+        return group_metrics(every_rank, [b.owner for b in batches], len(groups),
+                             cfg.num_iterations, advantages, kl=cfg.beta > 0,
+                             tis_ratio=with_sampler, tis_capped=with_sampler and cfg.tis_cap > 0)
+
+    def first_pass(self, batch: MicroBatch) -> tuple[torch.Tensor, FirstPass]:
+        """The log-probs of a micro-batch (with grad: the first pass's loss uses them) and what
+        every pass holds fixed: the same log-probs detached (the rollout policy), the
+        reference's, the trainer/sampler weights, and the rollouts' per-row sums."""
+        mask = batch.mask.to(device_of(self.model))
+        logp, entropy = self.logprobs(batch, entropy=True)
+        old = logp.detach()
+        rows = {"tokens": batch.mask.sum(1), "entropy": (entropy.detach() * mask).sum(1).cpu()}
+        ref = weight = None
+        if self.cfg.beta > 0:
+            with torch.no_grad(), reference_policy(self.model):
+                ref = self.logprobs(batch)
+        if batch.sampler_logp is not None:
+            weight, tis_rows = self.importance_weights(old, batch.sampler_logp.to(mask.device),
+                                                       mask)
+            rows.update(tis_rows)
+        return logp, FirstPass(old, ref, weight, rows)
+
+    def importance_weights(self, old, sampler, mask) -> tuple[torch.Tensor | None, dict]:
+        """Truncated importance sampling (TIS): per token min(p_trainer / p_sampler, cap),
+        detached, multiplying the surrogate; None (no correction) when the cap is 0. With the
+        per-row sums of the ratio (reported with the correction off too) and of capped tokens."""
+        weights = importance_weights(old, sampler, mask, self.cfg.tis_cap)
+        rows = {"tis_ratio": weights.row_ratio.cpu()}
+        if weights.weight is not None:
+            rows["tis_capped"] = weights.row_capped.cpu()
+        return weights.weight, rows
+
+    def logprobs(self, batch: MicroBatch, entropy: bool = False):
+        device = device_of(self.model)
+        return completion_logprobs(self.model, batch.ids.to(device), batch.attention.to(device),
+                                   batch.start, micro_batch=batch.ids.shape[0],
+                                   return_entropy=entropy)
+
+    @contextlib.contextmanager
+    def training(self):
+        """Around an update: the engine may free its memory (vLLM's sleep mode), dropout is on,
+        and afterwards the next rollout hands the changed adapter to the engine."""
         with self.engine.updating():
             self.model.train()
-            for iteration in range(cfg.num_iterations):
-                parts = []  # (chunk, per-row metrics) of this rank's micro-batches
-                for c in mine:
-                    ids, attention, start, sampler, mask, adv, owner = chunks[c]
-                    mask, rows_out = mask.to(device), {}
-                    if iteration == 0:
-                        logp, entropy = self.logprobs(ids, attention, start, entropy=True)
-                        old[c] = logp.detach()  # the trainer's log-probs of the rollouts
-                        rows_out["entropy"] = (entropy.detach() * mask).sum(1).cpu()
-                        if cfg.beta > 0:
-                            with torch.no_grad(), reference_policy(self.model):
-                                ref[c] = self.logprobs(ids, attention, start)
-                        if with_sampler:
-                            tis[c] = self.importance_weights(old[c], sampler.to(device), mask,
-                                                             rows_out)
-                    else:
-                        logp = self.logprobs(ids, attention, start)
-                    terms = policy_loss(logp, old[c], adv.to(device), mask, self.loss_cfg,
-                                        ref_logp=ref[c], batch_tokens=batch_tokens,
-                                        batch_seqs=batch_seqs, tis_weight=tis[c])
-                    terms.loss.backward()
-                    rows_out.update(loss=terms.row_loss.cpu(), tokens=terms.row_tokens.cpu(),
-                                    clipped=(terms.row_clip_low + terms.row_clip_high).cpu())
-                    if terms.row_kl is not None:
-                        rows_out["kl"] = terms.row_kl.cpu()
-                    parts.append((c, rows_out))
-                # metrics added up in micro-batch order, as one process adds them
-                for c, rows_out in sorted((p for part in distributed.all_gather_object(parts)
-                                           for p in part), key=lambda p: p[0]):
-                    for key, values in rows_out.items():
-                        sums[key].index_add_(0, chunks[c][6], values)
-                distributed.all_reduce_grads(self.params)
-                torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
-                self.optimizer.step()
-                self.scheduler.step()
-                self.optimizer.zero_grad(set_to_none=True)
-                self.updates += 1
+            yield
             self.model.eval()
-        self.engine_synced = False  # the adapter changed: the next rollout hands it over
-        tokens = sums["tokens"].clamp(min=1)
-        per_token = cfg.num_iterations / tokens  # the TIS sums count iteration 0's tokens only
-        return [{
-            # this group's share of the batch loss, scaled so the groups' mean is the batch's
-            "loss": float(sums["loss"][k]) * n / cfg.num_iterations,
-            "kl": float(sums["kl"][k] / tokens[k]) if cfg.beta > 0 else None,
-            "clip_frac": float(sums["clipped"][k] / tokens[k]),
-            "entropy": float(sums["entropy"][k] / tokens[k] * cfg.num_iterations),
-            "advantages": advantages[k].tolist(),
-            # trainer/sampler probability ratio: mean over tokens, share above the cap
-            "tis_ratio_mean": float(sums["tis_ratio"][k] * per_token[k]) if with_sampler else None,
-            "tis_capped_frac": float(sums["tis_capped"][k] * per_token[k])
-            if with_sampler and cfg.tis_cap > 0 else None,
-        } for k in range(n)]
+        self.engine_synced = False
 
-    def importance_weights(self, old, sampler, mask, rows_out: dict):
-        """Truncated importance sampling (TIS): per token min(p_trainer / p_sampler, cap),
-        detached, multiplying the surrogate; None (no correction) when the cap is 0. The
-        per-row ratio statistics go into `rows_out` either way."""
-        weights = importance_weights(old, sampler, mask, self.cfg.tis_cap)
-        rows_out["tis_ratio"] = weights.row_ratio.cpu()
-        if weights.weight is None:
-            return None
-        rows_out["tis_capped"] = weights.row_capped.cpu()
-        return weights.weight
+    def optimizer_step(self) -> None:
+        """The ranks' gradients summed, clipped, one AdamW step and one schedule step."""
+        distributed.all_reduce_grads(self.params)
+        torch.nn.utils.clip_grad_norm_(self.params, self.cfg.max_grad_norm)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.updates += 1
 
     # ------------------------------------------------------------------ validation
     def validate(self) -> list[int]:
@@ -341,63 +330,25 @@ class GRPOTrainer:
             atomic_write_jsonl(log, kept)
 
     def statistics(self, stopped_by: str) -> dict:
-        counters = self.sampler.counters.to_dict()
-        return {
-            "useful_steps": counters["useful_steps"],
-            "wasted_steps": counters["wasted_steps"],
-            "total_attempts": counters["total_attempts"],
-            "resample_events": counters["resample_events"],
-            "exhausted_steps": counters["exhausted_steps"],
-            "surplus_groups": counters["surplus_groups"],
-            "waste_by_kind": {kind: counters[kind] for kind in WASTE_KINDS},
-            "waste_rate": counters["waste_rate"],
-            "optimizer_updates": self.updates,
-            **self.stats,
-            "best_step": self.best["step"] if self.best else None,
-            "best_val_accuracy": self.best["val_accuracy"] if self.best else None,
-            "stopped_by": stopped_by,
-            "settings": self.settings,
-        }
+        return run_statistics(self.sampler.counters.to_dict(), updates=self.updates,
+                              stats=self.stats, best=self.best, stopped_by=stopped_by,
+                              settings=self.settings)
 
-    def log_steps(self, groups, metrics, lr, t_sample, t_update, val_accuracy):
-        counters = self.sampler.counters.to_dict()
-        first = self.useful_steps - len(groups) + 1
-        lines = []
-        for k, (group, m) in enumerate(zip(groups, metrics)):
-            lengths = [len(c.token_ids) for c in group.payload]
-            record = {
-                "step": first + k, "question_id": self.rows[group.index]["id"],
-                "attempt": group.attempt, "rewards": group.rewards,
-                "reward_mean": statistics.fmean(group.rewards),
-                "reward_std": statistics.pstdev(group.rewards),
-                "n_correct": sum(group.correct), **m,
-                "completion_lengths": lengths, "mean_length": statistics.fmean(lengths),
-                "truncated": sum(c.truncated for c in group.payload), "lr": lr,
-                "t_sample": t_sample, "t_update": t_update,
-                "waste": {kind: counters[kind] for kind in WASTE_KINDS},
-                "total_attempts": counters["total_attempts"], "waste_rate": counters["waste_rate"],
-            }
-            if val_accuracy is not None and k == len(groups) - 1:
-                record["val_accuracy"] = val_accuracy
-            self.stats["losses"].append(m["loss"])
-            self.stats["rewards_per_step"].append(record["reward_mean"])
-            self.stats["n_correct_per_step"].append(record["n_correct"])
-            lines.append(record)
-            if not distributed.is_main():
-                continue
-            tqdm.write(
-                f"step {record['step']}/{self.cfg.max_useful_steps} "
-                f"reward {record['reward_mean']:.3f}±{record['reward_std']:.3f} "
-                f"correct {record['n_correct']}/{len(group.rewards)} loss {m['loss']:+.4f} "
-                f"clip {m['clip_frac']:.2f} entropy {m['entropy']:.2f} "
-                f"len {record['mean_length']:.0f} lr {lr:.2e} "
-                f"waste {counters['waste_rate']:.0%} of {counters['total_attempts']}",
-                file=sys.stdout)
+    def log_steps(self, groups, metrics, val_accuracy, **timing) -> None:
+        """The batch's useful steps to train_log.jsonl, the terminal and the tracker (rank 0)."""
         if not distributed.is_main():
             return
+        counters = self.sampler.counters.to_dict()
+        first = self.useful_steps - len(groups) + 1
+        records = [step_record(first + k, self.rows[group.index]["id"], group, m, counters,
+                               **timing) for k, (group, m) in enumerate(zip(groups, metrics))]
+        if val_accuracy is not None:
+            records[-1]["val_accuracy"] = val_accuracy
+        for record in records:
+            tqdm.write(progress_line(record, self.cfg.max_useful_steps), file=sys.stdout)
         with open(self.out / LOG_FILE, "a", encoding="utf-8") as handle:
-            handle.writelines(json.dumps(x) + "\n" for x in lines)
-        for x in lines:  # validation accuracy goes from record_validation
+            handle.writelines(json.dumps(x) + "\n" for x in records)
+        for x in records:  # validation accuracy goes from record_validation
             self.tracker.log({k: v for k, v in x.items() if k != "val_accuracy"}, x["step"])
         if val_accuracy is not None:
             tqdm.write(self.validation_line(), file=sys.stdout)
@@ -446,7 +397,10 @@ class GRPOTrainer:
         return None
 
     # ------------------------------------------------------------------ the loop
-    def run(self, resume_from: Path | None = None) -> dict:
+    def run(self, resume_from: Path | None = None, stop: StopFlag | None = None) -> dict:
+        """Train until a cap, early stopping or a stop signal; write the last checkpoint and
+        statistics.json and return the statistics. `stop`: the flag whose signal ends the run
+        at a safe point; without one, run() listens for SIGTERM and SIGUSR1 itself."""
         cfg = self.cfg
         self.out.mkdir(parents=True, exist_ok=True)
         if resume_from is not None:
@@ -458,30 +412,18 @@ class GRPOTrainer:
             (self.out / LOG_FILE).unlink(missing_ok=True)
         distributed.barrier()
         signal_name = None  # a stop every rank agrees on (any rank's signal stops them all)
-
-        def stop_requested() -> bool:
-            nonlocal signal_name
-            signal_name = distributed.agreed_signal(stop.signal if stop.requested else None)
-            return signal_name is not None
-
-        with StopFlag() as stop, tqdm(total=cfg.max_useful_steps, initial=self.useful_steps,
-                                      desc="grpo", file=sys.stderr,
-                                      disable=None if distributed.is_main() else True) as bar:
-            # A rollout ends within one decoding step on this rank's own signal; the ranks
-            # then agree on the stop between generation calls.
-            self.should_stop = lambda: stop.requested
-            while (stopped_by := self.stop_reason()) is None and not stop_requested():
+        listening = StopFlag() if stop is None else contextlib.nullcontext(stop)
+        with listening as self.stop, tqdm(total=cfg.max_useful_steps, initial=self.useful_steps,
+                                          desc="grpo", file=sys.stderr,
+                                          disable=None if distributed.is_main() else True) as bar:
+            while (stopped_by := self.stop_reason()) is None and \
+                    (signal_name := self.stop.agreed()) is None:
                 wanted = min(cfg.grad_accum, cfg.max_useful_steps - self.useful_steps)
                 t0 = time.perf_counter()
-                # A long collect (up to grad_accum x max_resample rollouts) must not outlast
-                # SLURM's warning: stop between (and within) generation calls, forgetting the
-                # partial draw.
-                before = copy.deepcopy(self.sampler.state_dict())
                 try:
-                    groups = self.sampler.collect(wanted, should_stop=stop_requested)
-                except (CollectionStopped, GenerationStopped):
-                    self.sampler.load_state_dict(before)
-                    stop_requested()  # every rank learns which signal stopped the call
+                    groups = self.sampler.collect(wanted)
+                except GenerationStopped:  # the sampler has put back its partial draw
+                    signal_name = self.stop.agreed()  # every rank learns which signal it was
                     break
                 t_sample = time.perf_counter() - t0
                 if not groups:
@@ -490,14 +432,18 @@ class GRPOTrainer:
                 t0 = time.perf_counter()
                 metrics = self.update(groups)
                 t_update = time.perf_counter() - t0
+                self.stats["losses"] += [m["loss"] for m in metrics]
+                self.stats["rewards_per_step"] += [statistics.fmean(g.rewards) for g in groups]
+                self.stats["n_correct_per_step"] += [sum(g.correct) for g in groups]
                 accuracy = None
                 if self.val_rows and self.due(cfg.val_every, self.last_val_step):
                     accuracy = self.record_validation()
-                self.log_steps(groups, metrics, lr, t_sample, t_update, accuracy)
+                self.log_steps(groups, metrics, accuracy, lr=lr, t_sample=t_sample,
+                               t_update=t_update)
                 bar.update(len(groups))
                 if self.due(cfg.save_every, self.last_save_step):
                     self.save()
-        self.should_stop = lambda: False
+        self.stop = StopFlag.never()
         if signal_name is not None:
             return self.finish(signal_name)
         if self.val_rows and self.useful_steps and self.last_val_step != self.useful_steps:

@@ -11,8 +11,8 @@ never leaves a half checkpoint under a checkpoint name.
 
 The run fingerprint (a hash of the settings that define a run) stops a second run from writing
 into a folder that holds another run's checkpoints unless it is told to resume or overwrite.
-StopFlag turns SIGTERM / SIGUSR1 (SLURM's notice before a time limit or preemption) into a flag
-the loop polls, so it can write a checkpoint at a safe point and exit 0.
+SLURM's notice before a time limit becomes a flag in relrl.runtime.stop (StopFlag), which the
+trainers poll to write a checkpoint at a safe point.
 """
 from __future__ import annotations
 
@@ -22,9 +22,7 @@ import os
 import random
 import re
 import shutil
-import signal
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -223,43 +221,3 @@ def load_checkpoint(checkpoint: str | os.PathLike, *, model=None, optimizer=None
     rng = json.loads((checkpoint / "rng_state.json").read_text())
     _set_rng_state(rng, generators or {})
     return state
-
-
-STOP_FILE_ENV = "RELRL_STOP_FILE"
-
-
-class StopFlag:
-    """While active, SIGTERM and SIGUSR1 set `.signal` instead of ending the process. So does
-    the file named by $RELRL_STOP_FILE appearing (its text names the signal): the multi-node
-    job file writes it, since torchrun would not pass SLURM's warning on to its workers."""
-
-    def __init__(self, signals=(signal.SIGTERM, signal.SIGUSR1)):
-        self.signals, self.signal, self._previous = signals, None, {}
-        self.stop_file = os.environ.get(STOP_FILE_ENV) or None
-
-    @property
-    def requested(self) -> bool:
-        if self.signal is None and self.stop_file and os.path.exists(self.stop_file):
-            try:
-                name = Path(self.stop_file).read_text(encoding="utf-8").strip()
-            except OSError:
-                name = ""
-            self.signal = name if name.startswith("SIG") else "SIGUSR1"
-        return self.signal is not None
-
-    def _handle(self, signum, _frame):
-        self.signal = signal.Signals(signum).name
-        print(f"received {self.signal}: will write a checkpoint and exit at the next safe point",
-              file=sys.stderr, flush=True)
-
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            for sig in self.signals:
-                self._previous[sig] = signal.signal(sig, self._handle)
-        return self
-
-    def __exit__(self, *exc):
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
-        self._previous = {}
-        return False

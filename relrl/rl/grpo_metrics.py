@@ -1,0 +1,97 @@
+"""What a GRPO run reports: per-group metrics of an update, the log line of a useful step, and
+the run's statistics.
+
+An update measures each completion (row) of its micro-batches and adds the rows up by group,
+in one place (group_metrics). Two kinds of row sums:
+  of the rollouts, measured on the first pass, before any optimiser step: tokens under the mask,
+      entropy of the policy, the trainer/sampler ratio and how many tokens its cap changed;
+  of every pass (num_iterations of them): the loss, clipped tokens, KL to the reference.
+A group's metric is its sum per token (per token and pass for the second kind); its loss is its
+share of the batch loss, averaged over the passes and scaled so that the groups' mean is the
+batch's.
+"""
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+from relrl.rl.dynamic_sampling import WASTE_KINDS, Group
+
+FIRST_PASS = ("tokens", "entropy", "tis_ratio", "tis_capped")
+EVERY_PASS = ("loss", "clipped", "kl")
+
+
+def group_metrics(parts: list[tuple[int, int, dict]], owners: list[torch.Tensor], n_groups: int,
+                  passes: int, advantages: torch.Tensor, *, kl: bool, tis_ratio: bool,
+                  tis_capped: bool) -> list[dict]:
+    """Per-group metrics from (pass, micro-batch, {name: per-row sums}) parts of every rank;
+    owners[c] maps micro-batch c's rows to their groups. kl, tis_ratio and tis_capped say which
+    optional metrics were measured (None in the result otherwise)."""
+    sums = {name: torch.zeros(n_groups) for name in FIRST_PASS + EVERY_PASS}
+    # in (pass, micro-batch) order whatever rank measured them: the float sums of one process
+    for _, c, rows in sorted(parts, key=lambda part: part[:2]):
+        for name, values in rows.items():
+            sums[name].index_add_(0, owners[c], values)
+    tokens = sums["tokens"].clamp(min=1)
+    token_passes = tokens * passes
+    return [{
+        "loss": float(sums["loss"][k]) * n_groups / passes,
+        "kl": float(sums["kl"][k] / token_passes[k]) if kl else None,
+        "clip_frac": float(sums["clipped"][k] / token_passes[k]),
+        "entropy": float(sums["entropy"][k] / tokens[k]),
+        "advantages": advantages[k].tolist(),
+        # trainer/sampler probability ratio: mean over tokens, share above the cap
+        "tis_ratio_mean": float(sums["tis_ratio"][k] / tokens[k]) if tis_ratio else None,
+        "tis_capped_frac": float(sums["tis_capped"][k] / tokens[k]) if tis_capped else None,
+    } for k in range(n_groups)]
+
+
+def step_record(step: int, question_id, group: Group, metrics: dict, counters: dict, *,
+                lr: float, t_sample: float, t_update: float) -> dict:
+    """One useful step's line of train_log.jsonl: its group, its update's metrics, the waste so
+    far (counters: WasteCounters.to_dict())."""
+    lengths = [len(c.token_ids) for c in group.payload]
+    return {
+        "step": step, "question_id": question_id, "attempt": group.attempt,
+        "rewards": group.rewards, "reward_mean": statistics.fmean(group.rewards),
+        "reward_std": statistics.pstdev(group.rewards), "n_correct": sum(group.correct),
+        **metrics,
+        "completion_lengths": lengths, "mean_length": statistics.fmean(lengths),
+        "truncated": sum(c.truncated for c in group.payload), "lr": lr,
+        "t_sample": t_sample, "t_update": t_update,
+        "waste": {kind: counters[kind] for kind in WASTE_KINDS},
+        "total_attempts": counters["total_attempts"], "waste_rate": counters["waste_rate"],
+    }
+
+
+def progress_line(record: dict, max_steps: int) -> str:
+    """A step's record as one line for the terminal."""
+    return (f"step {record['step']}/{max_steps} "
+            f"reward {record['reward_mean']:.3f}±{record['reward_std']:.3f} "
+            f"correct {record['n_correct']}/{len(record['rewards'])} loss {record['loss']:+.4f} "
+            f"clip {record['clip_frac']:.2f} entropy {record['entropy']:.2f} "
+            f"len {record['mean_length']:.0f} lr {record['lr']:.2e} "
+            f"waste {record['waste_rate']:.0%} of {record['total_attempts']}")
+
+
+def run_statistics(counters: dict, *, updates: int, stats: dict, best: dict | None,
+                   stopped_by: str, settings: dict) -> dict:
+    """statistics.json: the study's counters, the per-step curves and validations, the best
+    validation, why the run stopped and its settings."""
+    return {
+        "useful_steps": counters["useful_steps"],
+        "wasted_steps": counters["wasted_steps"],
+        "total_attempts": counters["total_attempts"],
+        "resample_events": counters["resample_events"],
+        "exhausted_steps": counters["exhausted_steps"],
+        "surplus_groups": counters["surplus_groups"],
+        "waste_by_kind": {kind: counters[kind] for kind in WASTE_KINDS},
+        "waste_rate": counters["waste_rate"],
+        "optimizer_updates": updates,
+        **stats,
+        "best_step": best["step"] if best else None,
+        "best_val_accuracy": best["val_accuracy"] if best else None,
+        "stopped_by": stopped_by,
+        "settings": settings,
+    }
