@@ -24,6 +24,7 @@ from relrl.data.dataset_io import load_dataset, questions_fingerprint
 from relrl.data.prompting import chat_messages
 from relrl.evaluation import api_client as api
 from relrl.evaluation import runner as ev
+from relrl.evaluation.api_jobs import run_jobs
 from relrl.runtime.cli import (
     ArgumentParser,
     UsageError,
@@ -201,8 +202,8 @@ def main(argv=None):
                 bar.update(1)
 
             try:
-                report = api.run_jobs(todo, bench.ask, save, workers=args.workers,
-                                      should_stop=lambda _: api.over_budget(args, *clients))
+                report = run_jobs(todo, bench.ask, save, workers=args.workers,
+                                  should_stop=lambda _: api.over_budget(args, *clients))
             finally:
                 api.log(f"{bench.label}: this run {bench.client.totals.line()}")
         for (row, k), reason in report.failures:

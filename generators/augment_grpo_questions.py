@@ -29,6 +29,7 @@ from tqdm import tqdm
 
 from relrl.data.dataset_io import ProgressFile, atomic_write_jsonl, load_dataset
 from relrl.evaluation import api_client as api
+from relrl.evaluation.api_jobs import run_jobs
 from relrl.grading.numbers import find_numbers, normalize, parse_target
 from relrl.runtime.cli import ArgumentParser, UsageError, env_default, positive_int, run_main
 
@@ -311,7 +312,7 @@ def main(argv=None):
                 bar.update(1)
 
         try:
-            report = api.run_jobs(todo, make, save, workers=args.workers, should_stop=stop)
+            report = run_jobs(todo, make, save, workers=args.workers, should_stop=stop)
         finally:
             accepted, rejected = run.write()  # what is paid for reaches the outputs, even on exit 2
             api.log(f"this run: {client.totals.line()}")

@@ -20,6 +20,7 @@ from tqdm import tqdm
 from relrl.data.dataset_io import ProgressFile, atomic_write_jsonl, load_dataset
 from relrl.data.prompting import chat_messages
 from relrl.evaluation import api_client as api
+from relrl.evaluation.api_jobs import run_jobs
 from relrl.evaluation.runner import check_rows
 from relrl.grading.scoring import grade
 from relrl.grading.target_kind import target_kind_of
@@ -108,8 +109,8 @@ def main(argv=None):
             bar.update(1)
 
         try:
-            report = api.run_jobs(todo, solve, save, workers=args.workers,
-                                  should_stop=lambda _: api.over_budget(args, client))
+            report = run_jobs(todo, solve, save, workers=args.workers,
+                              should_stop=lambda _: api.over_budget(args, client))
         finally:
             api.log(f"this run: {client.totals.line()}")
     for row, reason in report.failures:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from relrl.data.dataset_io import ProgressFile, atomic_write_json, atomic_write_jsonl, load_dataset
 from relrl.evaluation import api_client as api
+from relrl.evaluation.api_jobs import run_jobs
 from relrl.evaluation.runner import check_rows
 from relrl.grading.numbers import normalize
 from relrl.grading.scoring import grade
@@ -289,8 +290,8 @@ def run_judge(args, client: api.ChatClient, rows: list[dict], reports: dict[str,
         done[record["id"]] = record
 
     try:
-        report = api.run_jobs(todo, ask, save, workers=args.workers,
-                              should_stop=lambda _: api.over_budget(args, client))
+        report = run_jobs(todo, ask, save, workers=args.workers,
+                          should_stop=lambda _: api.over_budget(args, client))
     finally:
         api.log(f"judge: {client.totals.line()}")
     for row in rows:

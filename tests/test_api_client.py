@@ -13,6 +13,7 @@ import pytest
 from chat_server import ChatServer
 
 from relrl.evaluation import api_client as api
+from relrl.evaluation.api_jobs import run_jobs
 from relrl.runtime.cli import UsageError
 
 CANARY = "sk-or-v1-CANARY-4c0ffee5-test-key"
@@ -331,7 +332,7 @@ def test_run_jobs_bounds_concurrency_and_saves_in_the_calling_thread(server):
         saved.append(job)
         threads.add(threading.get_ident())
 
-    report = api.run_jobs(range(12), lambda job: c.chat(MESSAGES), save, workers=3)
+    report = run_jobs(range(12), lambda job: c.chat(MESSAGES), save, workers=3)
     assert sorted(saved) == list(range(12)) and report.done == 12 and not report.failures
     assert server.count == 12 and 1 <= server.max_in_flight <= 3
     assert threads == {threading.get_ident()}
@@ -347,15 +348,15 @@ def test_run_jobs_stops_on_a_fatal_error_and_keeps_what_was_paid_for(server):
             server.key = "revoked"  # the next request is refused
 
     with pytest.raises(api.FatalAPIError, match="401"):
-        api.run_jobs(range(10), lambda job: c.chat(MESSAGES), save, workers=1)
+        run_jobs(range(10), lambda job: c.chat(MESSAGES), save, workers=1)
     assert saved == [0, 1] and server.count == 3  # nothing sent after the 401
 
 
 def test_run_jobs_records_item_failures_and_stops_when_the_service_is_down(server):
     server.script({"status": 400}, *[{"status": 500}] * 20)
     c = client(server, max_retries=0)
-    report = api.run_jobs(range(10), lambda job: c.chat(MESSAGES), lambda j, r: None,
-                          workers=1, max_consecutive_failures=3)
+    report = run_jobs(range(10), lambda job: c.chat(MESSAGES), lambda j, r: None,
+                      workers=1, max_consecutive_failures=3)
     assert [job for job, _ in report.failures] == [0, 1, 2]
     assert "3 requests in a row failed" in report.stopped and server.count == 3
 
@@ -363,8 +364,8 @@ def test_run_jobs_records_item_failures_and_stops_when_the_service_is_down(serve
 def test_run_jobs_draws_no_job_once_told_to_stop(server):
     c = client(server)
     saved = []
-    api.run_jobs(range(10), lambda job: c.chat(MESSAGES), lambda j, r: saved.append(j),
-                 workers=2, should_stop=lambda in_flight: len(saved) + in_flight >= 4)
+    run_jobs(range(10), lambda job: c.chat(MESSAGES), lambda j, r: saved.append(j),
+             workers=2, should_stop=lambda in_flight: len(saved) + in_flight >= 4)
     assert len(saved) == 4 and server.count == 4
 
 
@@ -395,5 +396,5 @@ def test_ctrl_c_outside_the_wait_still_saves_the_answers_in_flight(where):
         return False
 
     with pytest.raises(KeyboardInterrupt):
-        api.run_jobs(range(4), work, save, workers=2, should_stop=should_stop)
+        run_jobs(range(4), work, save, workers=2, should_stop=should_stop)
     assert (1, "answer 1") in saved
