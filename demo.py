@@ -36,9 +36,9 @@ from pathlib import Path
 from relrl.data.dataset_io import atomic_write_json, atomic_write_jsonl, load_dataset, read_json
 from relrl.engines import ENGINES, default_engine
 from relrl.evaluation.guess_baselines import rescore, with_baselines
+from relrl.evaluation.model_results import compare_models, with_records
 from relrl.evaluation.results_io import read_result, write_result
 from relrl.evaluation.retention import select_retention
-from relrl.evaluation.runner import compare_models, with_records
 from relrl.runtime.cli import ArgumentParser, UsageError, add_tolerance_rule_arg, positive_int, run_main
 from study import pipeline_config, replication_report, stage_inputs, stage_times
 from study.demo_report import SET_TITLES, build_report, slug, splice_results_md

@@ -23,8 +23,11 @@ from tqdm import tqdm
 from relrl.data.dataset_io import load_dataset, questions_fingerprint
 from relrl.data.prompting import chat_messages
 from relrl.evaluation import api_client as api
-from relrl.evaluation import runner as ev
 from relrl.evaluation.api_jobs import run_jobs
+from relrl.evaluation.model_results import model_result, summary_line
+from relrl.evaluation.runner import Progress, check_rows, progress_path, score_question
+from relrl.evaluation.settings import EvalSettings
+from relrl.evaluation.shards import write_result
 from relrl.runtime.cli import (
     ArgumentParser,
     UsageError,
@@ -112,7 +115,7 @@ class ModelBenchmark:
         run = {"model": model, "base_url": self.client.base_url, "temperature": args.temperature,
                "top_p": args.top_p, "max_tokens": args.max_tokens, "seed": args.seed,
                "extra_body": args.extra_body}
-        self.progress = ev.Progress(ev.progress_path(self.output, "api"), run)
+        self.progress = Progress(progress_path(self.output, "api"), run)
         by_id = {str(row["id"]): row for row in rows}
         for record in self.progress.done.values():
             row = by_id.get(str(record["qid"]))
@@ -138,12 +141,12 @@ class ModelBenchmark:
                            "usage": result.usage()})
 
     def result(self) -> dict:
-        settings = ev.EvalSettings(samples=self.args.samples, seed=self.args.seed or 0,
-                                   temperature=self.args.temperature, top_p=self.args.top_p,
-                                   max_new_tokens=self.args.max_tokens,
-                                   tolerance=self.args.tolerance,
-                                   tolerance_rule=self.args.tolerance_rule,
-                                   allow_plain=self.args.allow_plain)
+        settings = EvalSettings(samples=self.args.samples, seed=self.args.seed or 0,
+                                temperature=self.args.temperature, top_p=self.args.top_p,
+                                max_new_tokens=self.args.max_tokens,
+                                tolerance=self.args.tolerance,
+                                tolerance_rule=self.args.tolerance_rule,
+                                allow_plain=self.args.allow_plain)
         answers = defaultdict(dict)
         for record in self.progress.done.values():
             answers[str(record["qid"])][record["sample"]] = record
@@ -151,15 +154,15 @@ class ModelBenchmark:
         records = []
         for row in self.rows:
             stored = [answers[str(row["id"])][k] for k in range(self.args.samples)]
-            graded = ev.score_question(row, [Answer(s["text"], s["finish_reason"] == "length")
-                                             for s in stored], settings)
+            graded = score_question(row, [Answer(s["text"], s["finish_reason"] == "length")
+                                          for s in stored], settings)
             graded["usage"] = _sum_usage(s["usage"] for s in stored)
             for s in stored:
                 totals.add(s["usage"])
             records.append(graded)
-        result = ev.model_result(records, label=self.label, model_path=self.model, adapter=None,
-                                 dataset=self.args.dataset,
-                                 fingerprint=questions_fingerprint(self.rows), settings=settings)
+        result = model_result(records, label=self.label, model_path=self.model, adapter=None,
+                              dataset=self.args.dataset,
+                              fingerprint=questions_fingerprint(self.rows), settings=settings)
         result["source"] = "api"
         result["api"] = {"base_url": self.client.base_url, "extra_body": self.args.extra_body}
         usage = totals.as_dict()
@@ -181,7 +184,7 @@ def _sum_usage(usages) -> dict:
 def main(argv=None):
     args = parse_args(argv)
     rows = load_dataset(args.dataset)[: args.max_questions]
-    ev.check_rows(rows, args.dataset)
+    check_rows(rows, args.dataset)
     output_dir = Path(args.output_dir)
     if output_dir.exists() and not output_dir.is_dir():
         raise UsageError(f"--output-dir: {output_dir} is a file")
@@ -215,8 +218,8 @@ def main(argv=None):
             unfinished.append(f"{bench.label}: {missing} answers missing ({why})")
             continue
         result = bench.result()
-        ev.write_result(bench.output, result)
-        print(f"{ev.summary_line(result)} -> {bench.output}", flush=True)
+        write_result(bench.output, result)
+        print(f"{summary_line(result)} -> {bench.output}", flush=True)
     if unfinished:
         for line in unfinished:
             api.log(line)

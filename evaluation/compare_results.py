@@ -27,8 +27,8 @@ from relrl.data.dataset_io import (
     read_text,
 )
 from relrl.evaluation.guess_baselines import GUESSES, margin, score_baselines
+from relrl.evaluation.model_results import difficulty_breakdown
 from relrl.evaluation.results_io import read_result
-from relrl.evaluation.runner import difficulty_breakdown
 from relrl.evaluation.stats import (
     bootstrap_ci,
     discordant,

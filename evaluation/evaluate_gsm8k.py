@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from relrl.data.dataset_io import DatasetError, question_id, read_text
-from relrl.evaluation import runner as ev
+from relrl.evaluation.cli import add_eval_args, add_model_args, run_cli
 from relrl.runtime.cli import ArgumentParser, UsageError, env_default, run_main
 
 DEFAULT_MODEL = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
@@ -22,8 +22,8 @@ HUB_ID = "openai/gsm8k"
 
 def parse_args(argv=None):
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
-    ev.add_model_args(parser, DEFAULT_MODEL,
-                      dataset_help="GSM8K-format JSONL or parquet (answers end in '#### number')")
+    add_model_args(parser, DEFAULT_MODEL,
+                   dataset_help="GSM8K-format JSONL or parquet (answers end in '#### number')")
     parser.add_argument("--hub", action="store_true",
                         help=f"read {HUB_ID} from the Hugging Face hub instead of --dataset (network)")
     parser.add_argument("--split", default="test", help="hub split with --hub (default test)")
@@ -31,7 +31,7 @@ def parse_args(argv=None):
                         help="LoRA adapter: evaluate base and adapter, paired (env LORA_PATH)")
     parser.add_argument("--base-results", default=None,
                         help="earlier base result on the same questions: evaluate the adapter only")
-    ev.add_eval_args(parser)
+    add_eval_args(parser)
     parser.set_defaults(tolerance=0.0)
     args = parser.parse_args(argv)
     if args.hub == bool(args.dataset):
@@ -112,7 +112,7 @@ def main(argv=None):
         rows = to_rows(read_hub(args.split), args.dataset)
     else:
         rows = to_rows(read_local(args.dataset), args.dataset)
-    return ev.run_cli(args, rows[: args.max_questions])
+    return run_cli(args, rows[: args.max_questions])
 
 
 if __name__ == "__main__":

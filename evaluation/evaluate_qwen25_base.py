@@ -14,9 +14,11 @@ from pathlib import Path
 
 from relrl.data.dataset_io import atomic_write_json, load_dataset
 from relrl.data.folds import kfold_by_group
-from relrl.evaluation import runner as ev
+from relrl.evaluation.cli import add_eval_args, model_label, settings_from_args
 from relrl.evaluation.results_io import read_result, write_result
+from relrl.evaluation.runner import ModelRun, check_rows, model_generator, progress_path
 from relrl.modeling.loading import check_model_source
+from relrl.models.by_name import open_engine
 from relrl.runtime.cli import ArgumentParser, UsageError, env_default, positive_int, run_main
 
 DEFAULT_MODEL = "Qwen/Qwen2.5-7B-Instruct"
@@ -36,7 +38,7 @@ def parse_args(argv=None):
                         "default all folds")
     parser.add_argument("--fold-seed", type=int, default=0, help="seed of the fold split (default 0)")
     parser.add_argument("--label", default=None, help="model name in tables (default: its name)")
-    ev.add_eval_args(parser, shards=False)  # the fold is the unit of parallel work
+    add_eval_args(parser, shards=False)  # the fold is the unit of parallel work
     args = parser.parse_args(argv)
     if not args.dataset:
         parser.error("--dataset is required (or set DATASET_PATH)")
@@ -71,29 +73,29 @@ def summarize(folder: Path, folds: int, fold_seed: int) -> dict | None:
 
 def main(argv=None):
     args = parse_args(argv)
-    settings = ev.settings_from_args(args)
+    settings = settings_from_args(args)
     folder = Path(args.output_dir)
     if not folder.is_dir():
         raise UsageError(f"--output-dir: {folder} is not an existing folder")
     rows = load_dataset(args.dataset)[: args.max_questions]
-    ev.check_rows(rows, args.dataset)
+    check_rows(rows, args.dataset)
     split = kfold_by_group(rows, args.folds, args.fold_seed)
     if args.fold is not None and not 0 <= args.fold < args.folds:
         raise UsageError(f"--fold: must satisfy 0 <= fold < {args.folds}, got {args.fold}")
     todo = [args.fold] if args.fold is not None else list(range(args.folds))
-    name = args.label or ev.model_label(args.model)
+    name = args.label or model_label(args.model)
     runs = {}
     for k in todo:
         target = folder / f"fold_{k}.json"
-        runs[k] = ev.ModelRun([rows[i] for i in split[k]], settings, label=f"{name} fold {k}",
-                              model_path=args.model, adapter=None, dataset=args.dataset,
-                              progress_file=ev.progress_path(target, "base"),
-                              rollout_engine=args.rollout_engine)
+        runs[k] = ModelRun([rows[i] for i in split[k]], settings, label=f"{name} fold {k}",
+                           model_path=args.model, adapter=None, dataset=args.dataset,
+                           progress_file=progress_path(target, "base"),
+                           rollout_engine=args.rollout_engine)
 
     check_model_source(args.model)
-    engine, tokenizer = ev.open_engine(args, max_new_tokens=settings.max_new_tokens)
+    engine, tokenizer = open_engine(args, max_new_tokens=settings.max_new_tokens)
     with engine:
-        generate = ev.model_generator(engine, tokenizer, settings)
+        generate = model_generator(engine, tokenizer, settings)
         for k, run in runs.items():
             result = run.evaluate(generate)
             write_result(folder / f"fold_{k}.json", {**result, "fold": k, "folds": args.folds,

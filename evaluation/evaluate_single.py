@@ -17,7 +17,7 @@ Sharded (SLURM array), then merged:
 """
 
 
-from relrl.evaluation import runner as ev
+from relrl.evaluation.cli import add_adapter_arg, add_eval_args, add_model_args, run_study_cli
 from relrl.runtime.cli import ArgumentParser, run_main
 
 DEFAULT_MODEL = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
@@ -25,14 +25,14 @@ DEFAULT_MODEL = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
 
 def parse_args(argv=None):
     parser = ArgumentParser(description=__doc__.split("\n\n")[0])
-    ev.add_model_args(parser, DEFAULT_MODEL, study_default_output=True)
-    ev.add_adapter_arg(parser)
-    ev.add_eval_args(parser)
+    add_model_args(parser, DEFAULT_MODEL, study_default_output=True)
+    add_adapter_arg(parser)
+    add_eval_args(parser)
     return parser, parser.parse_args(argv)
 
 
 def main(argv=None):
-    return ev.run_study_cli(*parse_args(argv))
+    return run_study_cli(*parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,17 @@ Sharded (SLURM array), then merged:  ... --shard 0/3 ; ... --shard 1/3 ; ... --s
 from pathlib import Path
 
 from relrl.data.dataset_io import atomic_write_jsonl, load_dataset, questions_fingerprint
-from relrl.evaluation import runner as ev
+from relrl.evaluation.cli import add_eval_args, model_label, settings_from_args
+from relrl.evaluation.runner import ModelRun, check_rows, model_generator, progress_path
+from relrl.evaluation.shards import (
+    load_shards,
+    merged_model_result,
+    resolve_shard,
+    shard_path,
+    shard_rows,
+    write_result,
+)
+from relrl.models.by_name import open_engine
 from relrl.runtime.cli import ArgumentParser, UsageError, env_default, run_main
 
 DEFAULT_MODEL = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
@@ -27,7 +37,7 @@ def parse_args(argv=None):
                         help="questions to screen, JSONL in the study's schema (env DATASET_PATH)")
     parser.add_argument("--output-dir", default=env_default("OUTPUT_DIR", None),
                         help="folder for mixed.jsonl, non_mixed.jsonl, screening.json (env OUTPUT_DIR)")
-    ev.add_eval_args(parser, samples=4, temperature=0.8)
+    add_eval_args(parser, samples=4, temperature=0.8)
     args = parser.parse_args(argv)
     if not args.dataset:
         parser.error("--dataset is required (or set DATASET_PATH)")
@@ -63,7 +73,7 @@ def write_outputs(folder: Path, rows: list[dict], screening: dict) -> None:
         (mixed if record["class"] == "mixed" else non_mixed).append(out)
     atomic_write_jsonl(folder / "mixed.jsonl", mixed)
     atomic_write_jsonl(folder / "non_mixed.jsonl", non_mixed)
-    ev.write_result(folder / "screening.json", screening)  # last: its presence means "complete"
+    write_result(folder / "screening.json", screening)  # last: its presence means "complete"
     c = screening["classes"]
     print(f"{len(rows)} questions: {c['mixed']} mixed, {c['all_correct']} all correct, "
           f"{c['all_wrong']} all wrong; wrote {folder}/mixed.jsonl, non_mixed.jsonl, screening.json")
@@ -71,38 +81,38 @@ def write_outputs(folder: Path, rows: list[dict], screening: dict) -> None:
 
 def main(argv=None):
     args = parse_args(argv)
-    settings = ev.settings_from_args(args)
+    settings = settings_from_args(args)
     folder = Path(args.output_dir)
     if folder.exists() and not folder.is_dir() or not folder.parent.is_dir():
         raise UsageError(f"--output-dir: {folder} is not a folder, nor one that can be made "
                          f"in an existing folder")
     rows = load_dataset(args.dataset)[: args.max_questions]
-    ev.check_rows(rows, args.dataset)
+    check_rows(rows, args.dataset)
     folder.mkdir(exist_ok=True)  # only once the input is known to be good
     fingerprint = questions_fingerprint(rows)
     output = folder / "screening.json"
 
     if args.merge:
-        shards = ev.load_shards(output, fingerprint)
-        merged = ev.merged_model_result(rows, shards, "screening")
+        shards = load_shards(output, fingerprint)
+        merged = merged_model_result(rows, shards, "screening")
         write_outputs(folder, rows, screening_result(merged))
         return 0
 
-    shard = ev.resolve_shard(args.shard)
-    part = ev.shard_rows(rows, *shard)
-    target = output if shard[1] == 1 else ev.shard_path(output, *shard)
-    run = ev.ModelRun(part, settings, label=ev.model_label(args.model), model_path=args.model,
-                      adapter=None, dataset=args.dataset,
-                      progress_file=ev.progress_path(target, "screen"),
-                      rollout_engine=args.rollout_engine)
+    shard = resolve_shard(args.shard)
+    part = shard_rows(rows, *shard)
+    target = output if shard[1] == 1 else shard_path(output, *shard)
+    run = ModelRun(part, settings, label=model_label(args.model), model_path=args.model,
+                   adapter=None, dataset=args.dataset,
+                   progress_file=progress_path(target, "screen"),
+                   rollout_engine=args.rollout_engine)
 
-    engine, tokenizer = ev.open_engine(args, max_new_tokens=settings.max_new_tokens)
+    engine, tokenizer = open_engine(args, max_new_tokens=settings.max_new_tokens)
     with engine:
-        screening = screening_result(run.evaluate(ev.model_generator(engine, tokenizer, settings)))
+        screening = screening_result(run.evaluate(model_generator(engine, tokenizer, settings)))
     if shard[1] == 1:
         write_outputs(folder, rows, screening)
     else:
-        written = ev.write_result(output, screening, shard, fingerprint)
+        written = write_result(output, screening, shard, fingerprint)
         print(f"wrote {written}; run --merge once every shard has finished")
     return 0
 

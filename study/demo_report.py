@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from relrl.data.dataset_io import read_json
+from relrl.evaluation.model_results import compare_models, load_model_result
 from relrl.evaluation.results_io import pair_accuracies
-from relrl.evaluation.runner import compare_models, load_model_result
 from study import stage_times
 
 SET_TITLES = {

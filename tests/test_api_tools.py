@@ -160,7 +160,7 @@ def test_benchmark_writes_a_model_result(run, dataset, tmp_path):
 
 
 def test_benchmark_grades_by_the_tolerance_rule(run, dataset, tmp_path):
-    from relrl.evaluation import runner as ev
+    from relrl.evaluation.model_results import load_model_result
 
     truth = dict(QUESTIONS)
 
@@ -175,7 +175,7 @@ def test_benchmark_grades_by_the_tolerance_rule(run, dataset, tmp_path):
         proc = run(BENCH, "--models", "vendor/model-a", "--dataset", dataset, "--output-dir", out,
                    "--tolerance-rule", rule, *FAST)
         assert proc.returncode == 0, proc.stderr
-        results[rule] = ev.load_model_result(out / "vendor_model-a.json")
+        results[rule] = load_model_result(out / "vendor_model-a.json")
     assert [results[r]["correct"] for r in ("study", "complement")] == [6, 5]
     assert results["complement"]["tolerance_rule"] == "complement"
     assert results["complement"]["settings"]["tolerance_rule"] == "complement"
@@ -183,24 +183,26 @@ def test_benchmark_grades_by_the_tolerance_rule(run, dataset, tmp_path):
 
 
 def test_benchmark_result_loads_beside_a_local_result(run, dataset, tmp_path):
-    from relrl.evaluation import runner as ev
+    from relrl.evaluation.model_results import compare_models, load_model_result, model_result
+    from relrl.evaluation.runner import score_question
+    from relrl.evaluation.settings import EvalSettings
 
     run.server.responder = answers_all_but({"series"})
     out = tmp_path / "api"
     assert run(BENCH, "--models", "api/model", "--dataset", dataset, "--output-dir", out,
                *FAST).returncode == 0
-    api_result = ev.load_model_result(out / "api_model.json")
+    api_result = load_model_result(out / "api_model.json")
     rows = load_dataset(dataset)
 
     class Done:  # a local model's completions, as the shared evaluation runner makes them
         def __init__(self, text):
             self.text, self.truncated = text, False
 
-    local = ev.model_result(
-        [ev.score_question(row, [Done(f"\\boxed{{{row['answer']}}}")], ev.EvalSettings())
+    local = model_result(
+        [score_question(row, [Done(f"\\boxed{{{row['answer']}}}")], EvalSettings())
          for row in rows], label="local", model_path="tiny", adapter=None, dataset=str(dataset),
-        fingerprint=questions_fingerprint(rows), settings=ev.EvalSettings())
-    pair = ev.compare_models(local, api_result, n_boot=200)
+        fingerprint=questions_fingerprint(rows), settings=EvalSettings())
+    pair = compare_models(local, api_result, n_boot=200)
     assert (pair["base_accuracy"], pair["ft_accuracy"]) == (100.0, 83.3)  # the study's percent
     assert (pair["mcnemar_b01"], pair["mcnemar_b10"]) == (0, 1)  # one question lost
     compare = ROOT / "evaluation" / "compare_results.py"

@@ -5,15 +5,17 @@ import pytest
 from eval_helpers import adapter, fake_generate, one_thread, run_script, write_rows  # noqa: F401
 
 from relrl.data.dataset_io import load_dataset, questions_fingerprint
-from relrl.evaluation import runner as ev
+from relrl.evaluation.model_results import compare_models, model_result
+from relrl.evaluation.runner import evaluate_rows
+from relrl.evaluation.settings import EvalSettings
 from relrl.evaluation.stats import holm, mcnemar, wilson_interval
 
 
 def fake_result(rows, label, skill, samples=1, adapter_path=None):
-    sets = ev.EvalSettings(samples=samples, max_new_tokens=16)
-    records = ev.evaluate_rows(rows, fake_generate(skill), sets)
-    return ev.model_result(records, label=label, model_path="fake", adapter=adapter_path,
-                           dataset="d.jsonl", fingerprint=questions_fingerprint(rows), settings=sets)
+    sets = EvalSettings(samples=samples, max_new_tokens=16)
+    records = evaluate_rows(rows, fake_generate(skill), sets)
+    return model_result(records, label=label, model_path="fake", adapter=adapter_path,
+                        dataset="d.jsonl", fingerprint=questions_fingerprint(rows), settings=sets)
 
 
 def table(markdown: str, header_start: str) -> list[list[str]]:
@@ -41,7 +43,7 @@ def three_runs(tmp_path):
     (tmp_path / "base.json").write_text(json.dumps(base))
     (tmp_path / "ck40.json").write_text(json.dumps(ck40))
     # one given as a pair file: its base side must be recognised and counted once
-    (tmp_path / "pair80.json").write_text(json.dumps(ev.compare_models(base, ck80, n_boot=500)))
+    (tmp_path / "pair80.json").write_text(json.dumps(compare_models(base, ck80, n_boot=500)))
     return tmp_path, {"Qwen3-8B": base, "exp7/checkpoint-40": ck40, "exp7/checkpoint-80": ck80}
 
 

@@ -10,22 +10,25 @@ from eval_helpers import ROOT, adapter, fake_generate, load_script, one_thread, 
 from waiting import wait_until
 
 from relrl.data.dataset_io import DatasetError, load_dataset, questions_fingerprint
-from relrl.evaluation import runner as ev
+from relrl.evaluation.model_results import compare_models, model_result
 from relrl.evaluation.results_io import pair_accuracies, read_result
+from relrl.evaluation.runner import Progress, check_rows, evaluate_rows, progress_path, score_model
+from relrl.evaluation.settings import EvalSettings
+from relrl.evaluation.shards import merge_records, merged_model_result, shard_path, shard_rows
 from relrl.evaluation.stats import mcnemar
 from relrl.runtime.cli import UsageError
 
 FAST = ["--model", "tiny-random", "--max-new-tokens", "8"]
 
 
-def settings(**kw) -> ev.EvalSettings:
-    return ev.EvalSettings(**{"max_new_tokens": 16, "micro_batch": 4, **kw})
+def settings(**kw) -> EvalSettings:
+    return EvalSettings(**{"max_new_tokens": 16, "micro_batch": 4, **kw})
 
 
 def run_fake(rows, sets, progress=None, skill=60):
-    records = ev.evaluate_rows(rows, fake_generate(skill), sets, progress=progress)
-    return ev.model_result(records, label="m", model_path="fake", adapter=None, dataset="d.jsonl",
-                           fingerprint=questions_fingerprint(rows), settings=sets)
+    records = evaluate_rows(rows, fake_generate(skill), sets, progress=progress)
+    return model_result(records, label="m", model_path="fake", adapter=None, dataset="d.jsonl",
+                        fingerprint=questions_fingerprint(rows), settings=sets)
 
 
 # ---------------------------------------------------------------------------- runner
@@ -84,52 +87,52 @@ def test_resume_after_a_crash_equals_an_uninterrupted_run(tmp_path):
     progress_file = tmp_path / "p.jsonl"
     calls: list = []
     with pytest.raises(KeyboardInterrupt):
-        ev.evaluate_rows(rows, fake_generate(calls=calls, fail_after=2), sets,
-                         progress=ev.Progress(progress_file, run))
+        evaluate_rows(rows, fake_generate(calls=calls, fail_after=2), sets,
+                      progress=Progress(progress_file, run))
     assert len(progress_file.read_text().splitlines()) == 1 + 4  # header + two calls of 2
     with open(progress_file, "a") as handle:  # the write the kill interrupted
         handle.write('{"id": "q12345", "question": "cut he')
     resumed_calls: list = []
-    records = ev.evaluate_rows(rows, fake_generate(calls=resumed_calls), sets,
-                               progress=ev.Progress(progress_file, run))
+    records = evaluate_rows(rows, fake_generate(calls=resumed_calls), sets,
+                            progress=Progress(progress_file, run))
     assert sum(len(c) for c in resumed_calls) == 6  # only the unfinished questions
-    assert records == ev.evaluate_rows(rows, fake_generate(), sets)
+    assert records == evaluate_rows(rows, fake_generate(), sets)
 
 
 def test_corrupt_or_foreign_progress_is_refused_before_work(tmp_path):
     path = tmp_path / "p.jsonl"
     path.write_text('{"id": "__run__", "run": {}}\nnot json\n{"id": "a"}\n')
     with pytest.raises(DatasetError, match=r"p.jsonl:2: corrupt progress line"):
-        ev.Progress(path, {})
+        Progress(path, {})
     path.write_text('{"id": "__run__", "run": {"seed": 0}}\n')
     with pytest.raises(UsageError, match="different run.*seed"):
-        ev.Progress(path, {"seed": 1})
+        Progress(path, {"seed": 1})
     path.write_text('{"id": "a", "correct": true}\n')
     with pytest.raises(DatasetError, match="no run header"):
-        ev.Progress(path, {})
+        Progress(path, {})
 
 
 def test_duplicate_ids_are_refused():
     with pytest.raises(DatasetError, match="rows 1 and 3 share the id 'x'"):
-        ev.check_rows([{"id": "x"}, {"id": "y"}, {"id": "x"}], "d.jsonl")
+        check_rows([{"id": "x"}, {"id": "y"}, {"id": "x"}], "d.jsonl")
 
 
 def test_shards_merged_equal_the_unsharded_result(tmp_path):
     rows = load_dataset(write_rows(tmp_path / "d.jsonl", 11))
     sets = settings(samples=2)
     whole = run_fake(rows, sets)
-    parts = [run_fake(ev.shard_rows(rows, i, 3), sets) for i in range(3)]
+    parts = [run_fake(shard_rows(rows, i, 3), sets) for i in range(3)]
     assert sorted(len(p["results"]) for p in parts) == [3, 4, 4]
-    merged = ev.merged_model_result(rows, parts, "m")
+    merged = merged_model_result(rows, parts, "m")
     assert json.dumps(merged) == json.dumps(whole)
     with pytest.raises(UsageError, match="cover 8 of 11"):
-        ev.merge_records(rows, [parts[0]["results"], parts[1]["results"]])
+        merge_records(rows, [parts[0]["results"], parts[1]["results"]])
 
 
 def test_compare_models_reports_the_studys_fields(tmp_path):
     rows = load_dataset(write_rows(tmp_path / "d.jsonl", 54, base_score=False))
     base, ft = run_fake(rows, settings()), run_fake(rows, settings(), skill=30)
-    pair = ev.compare_models(base, ft, n_boot=2000)
+    pair = compare_models(base, ft, n_boot=2000)
     b = [r["correct"] for r in base["results"]]
     f = [r["correct"] for r in ft["results"]]
     b01 = sum(not x and y for x, y in zip(b, f))
@@ -144,7 +147,7 @@ def test_compare_models_reports_the_studys_fields(tmp_path):
     assert pair["base"] == base and pair["finetuned"] == ft
     other = run_fake(rows[:-1], settings())
     with pytest.raises(UsageError, match="different questions"):
-        ev.compare_models(other, ft)
+        compare_models(other, ft)
 
 
 def test_score_model_on_tiny_random_is_reproducible_per_question(tmp_path):
@@ -153,8 +156,8 @@ def test_score_model_on_tiny_random_is_reproducible_per_question(tmp_path):
     model, tokenizer = load_model("tiny-random")
     rows = load_dataset(write_rows(tmp_path / "d.jsonl", 6))
     kw = dict(label="tiny-random", model_path="tiny-random", adapter=None, dataset="d")
-    full = ev.score_model(model, tokenizer, rows, settings(max_new_tokens=8), **kw)
-    alone = ev.score_model(model, tokenizer, rows[3:4], settings(max_new_tokens=8, micro_batch=1), **kw)
+    full = score_model(model, tokenizer, rows, settings(max_new_tokens=8), **kw)
+    alone = score_model(model, tokenizer, rows[3:4], settings(max_new_tokens=8, micro_batch=1), **kw)
     assert alone["results"][0] == full["results"][3]
     assert full["truncated"] + sum(not r["truncated"] for r in full["results"]) == 6
 
@@ -188,7 +191,7 @@ def test_three_shards_and_merge_equal_one_run(tmp_path, adapter, capsys):
     for i in range(3):
         assert run_script("evaluate_single", [*common, "--output", merged, "--shard", f"{i}/3"],
                           capsys)[0] == 0
-        assert ev.shard_path(merged, i, 3).exists()
+        assert shard_path(merged, i, 3).exists()
     assert not merged.exists()
     assert run_script("evaluate_single", [*common, "--output", merged, "--merge"], capsys)[0] == 0
     a, b = read_result(whole), read_result(merged)
@@ -205,7 +208,7 @@ def test_slurm_array_variables_select_the_shard(tmp_path, adapter, capsys, monke
     out = tmp_path / "o.json"
     assert run_script("evaluate_single", [*FAST, "--adapter", adapter, "--dataset", data,
                                           "--output", out], capsys)[0] == 0
-    shard = json.loads(ev.shard_path(out, 1, 2).read_text())
+    shard = json.loads(shard_path(out, 1, 2).read_text())
     assert shard["shard"]["index"] == 1 and shard["n"] == 2
 
 
@@ -214,7 +217,7 @@ def test_a_killed_evaluation_resumes_to_the_same_json(tmp_path, adapter, capsys)
     common = [*FAST, "--max-new-tokens", "6", "--adapter", adapter, "--dataset", data,
               "--micro-batch", "1"]
     out = tmp_path / "killed.json"
-    progress = ev.progress_path(out, "base")
+    progress = progress_path(out, "base")
     cmd = [sys.executable, str(ROOT / "evaluation" / "evaluate_single.py"),
            *[str(a) for a in common], "--output", str(out)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -334,7 +337,7 @@ def test_bad_input_is_one_line_exit_2_and_overwrites_nothing(tmp_path, adapter, 
                                                           "--base-results", other], capsys)
     _one_line_error(code, err, "is for other questions")
 
-    progress = ev.progress_path(out, "base")
+    progress = progress_path(out, "base")
     progress.write_text('{"id": "__run__", "run": {}}\n{"id": "a", broken\n{"id": "b"}\n')
     before = progress.read_text()
     code, _, err = run_script("evaluate_single", [*common, "--adapter", adapter, "--dataset", data], capsys)

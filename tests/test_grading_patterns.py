@@ -5,7 +5,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from relrl.evaluation import runner as ev
+from relrl.evaluation.runner import score_question
+from relrl.evaluation.settings import EvalSettings
 from relrl.grading.extraction import extract_answer
 from relrl.grading.numbers import parse_target, parse_target_values
 from relrl.grading.scoring import grade
@@ -93,10 +94,10 @@ def test_the_evaluation_runner_passes_truncation_to_the_grader():
         truncated: bool
 
     row = {"id": "q1", "question": "What is R(250)?", "answer": "0.5"}
-    settings = ev.EvalSettings(allow_plain=True)
+    settings = EvalSettings(allow_plain=True)
     text = WORKING + "With t = 250 h the exponent is 0.5."
-    assert ev.score_question(row, [Cut(text, False)], settings)["correct"]
-    assert not ev.score_question(row, [Cut(text, True)], settings)["correct"]
+    assert score_question(row, [Cut(text, False)], settings)["correct"]
+    assert not score_question(row, [Cut(text, True)], settings)["correct"]
 
 
 # ---------------------------------------------------------------- a number restated in the answer

@@ -99,21 +99,24 @@ def test_evaluation_records_the_baselines_fitted_on_baseline_train(tmp_path, cap
     from eval_helpers import fake_generate, run_script, write_rows
 
     from relrl.data.dataset_io import load_dataset, questions_fingerprint
-    from relrl.evaluation import runner as ev
+    from relrl.evaluation.model_results import compare_models, model_result
+    from relrl.evaluation.runner import evaluate_rows
+    from relrl.evaluation.settings import EvalSettings
+    from relrl.evaluation.shards import shard_rows, write_result
 
     rows = load_dataset(write_rows(tmp_path / "d.jsonl", 12))
     train = tmp_path / "train.jsonl"
     train.write_text("".join(f'{{"question": "Q{i}", "answer": "{t}", "target_kind": "value"}}\n'
                              for i, t in enumerate(["12e-4", "12e-4", "30e-4"])))
-    sets = ev.EvalSettings(max_new_tokens=16)
+    sets = EvalSettings(max_new_tokens=16)
     out = tmp_path / "out.json"
     for i in range(2):  # two finished shards of a paired run; --merge needs no model
-        part = ev.shard_rows(rows, i, 2)
-        results = [ev.model_result(ev.evaluate_rows(part, fake_generate(skill), sets), label=label,
-                                   model_path="tiny-random", adapter=adapter, dataset=str(tmp_path / "d.jsonl"),
-                                   fingerprint=questions_fingerprint(part), settings=sets)
+        part = shard_rows(rows, i, 2)
+        results = [model_result(evaluate_rows(part, fake_generate(skill), sets), label=label,
+                                model_path="tiny-random", adapter=adapter, dataset=str(tmp_path / "d.jsonl"),
+                                fingerprint=questions_fingerprint(part), settings=sets)
                    for label, adapter, skill in (("base", None, 30), ("exp7", "a", 60))]
-        ev.write_result(out, ev.compare_models(*results, n_boot=100), (i, 2), questions_fingerprint(rows))
+        write_result(out, compare_models(*results, n_boot=100), (i, 2), questions_fingerprint(rows))
     common = ["--model", "tiny-random", "--adapter", tmp_path / "a", "--dataset", tmp_path / "d.jsonl",
               "--output", out, "--max-new-tokens", 16, "--merge"]
     code, stdout, _ = run_script("evaluate_single", [*common, "--baseline-train", train], capsys)

@@ -5,7 +5,9 @@ import pytest
 from eval_helpers import fake_generate, run_script, write_rows
 
 from relrl.data.dataset_io import load_dataset, questions_fingerprint
-from relrl.evaluation import runner as ev
+from relrl.evaluation.model_results import model_result
+from relrl.evaluation.runner import evaluate_rows
+from relrl.evaluation.settings import EvalSettings
 from study.result_plots import plot_run, plot_set, validation_points
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -47,10 +49,10 @@ def test_run_figure_names_the_run_in_every_legend(tmp_path):
 
 
 def fake_file(path, rows, label, skill):
-    sets = ev.EvalSettings(max_new_tokens=16)
-    result = ev.model_result(ev.evaluate_rows(rows, fake_generate(skill), sets), label=label,
-                             model_path="fake", adapter=None, dataset="d.jsonl",
-                             fingerprint=questions_fingerprint(rows), settings=sets)
+    sets = EvalSettings(max_new_tokens=16)
+    result = model_result(evaluate_rows(rows, fake_generate(skill), sets), label=label,
+                          model_path="fake", adapter=None, dataset="d.jsonl",
+                          fingerprint=questions_fingerprint(rows), settings=sets)
     path.write_text(json.dumps(result))
     return result
 

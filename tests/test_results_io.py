@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from relrl.data.dataset_io import DatasetError
-from relrl.evaluation import runner as ev
+from relrl.evaluation.model_results import compare_models, model_result
 from relrl.evaluation.results_io import pair_accuracies, read_result, records_path, write_result
+from relrl.evaluation.settings import EvalSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = sorted(p for p in (ROOT / "results").glob("**/eval/*/*.json"))
@@ -19,14 +20,14 @@ def model(label: str, correct: list[bool], adapter: str | None = None) -> dict:
     records = [{"id": f"q{i}", "question": f"q{i}?", "target": "1", "extracted": "1", "value": 1.0,
                 "correct": c, "truncated": False, "reward": float(c), "response": "\\boxed{1}",
                 "pass_count": int(c), "samples": 1} for i, c in enumerate(correct)]
-    return ev.model_result(records, label=label, model_path="tiny", adapter=adapter, dataset="d",
-                           fingerprint="f", settings=ev.EvalSettings())
+    return model_result(records, label=label, model_path="tiny", adapter=adapter, dataset="d",
+                        fingerprint="f", settings=EvalSettings())
 
 
 def pair(**kw) -> dict:
-    return ev.compare_models(model("base", [True, False, False, True]),
-                             model("exp7", [True, True, False, True], adapter="runs/exp7/best"),
-                             n_boot=50, **kw)
+    return compare_models(model("base", [True, False, False, True]),
+                          model("exp7", [True, True, False, True], adapter="runs/exp7/best"),
+                          n_boot=50, **kw)
 
 
 def test_records_go_to_a_gzip_beside_a_plain_summary_and_read_back_whole(tmp_path):
@@ -78,8 +79,8 @@ def test_the_study_fields_in_the_studys_units(tmp_path):
 
 
 def test_percent_is_rounded_to_a_tenth_and_delta_taken_before_rounding():
-    p = ev.compare_models(model("base", [True] + [False] * 5), model("ft", [True] * 2 + [False] * 4),
-                          n_boot=50)
+    p = compare_models(model("base", [True] + [False] * 5), model("ft", [True] * 2 + [False] * 4),
+                       n_boot=50)
     assert (p["base_accuracy"], p["ft_accuracy"], p["delta"]) == (16.7, 33.3, 16.7)
 
 
@@ -87,7 +88,7 @@ def test_an_old_committed_pair_and_a_new_one_read_to_the_same_fractions(tmp_path
     old = read_result(OLD_PAIR)
     assert "schema_version" not in old and 0 < old["base_accuracy"] < 1  # fractions
     new_path = tmp_path / "new.json"
-    write_result(new_path, ev.compare_models(old["base"], old["finetuned"], n_boot=50))
+    write_result(new_path, compare_models(old["base"], old["finetuned"], n_boot=50))
     new = read_result(new_path)
     assert new["base_accuracy"] == round(100 * old["base_accuracy"], 1)
     assert pair_accuracies(new) == pair_accuracies(old) == (

@@ -83,7 +83,8 @@ def test_summary_counts_families_with_a_correlation():
 
 
 def test_the_evaluation_summary_records_the_strata():
-    from relrl.evaluation.runner import EvalSettings, model_result
+    from relrl.evaluation.model_results import model_result
+    from relrl.evaluation.settings import EvalSettings
 
     rows = [{"id": str(t), "target": str(t), "family": "a", "value": t, "correct": True,
              "truncated": False, "pass_count": 1, "samples": 1} for t in (0.9, 0.2, 0.3, 0.4, 0.5)]

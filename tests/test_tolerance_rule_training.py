@@ -4,7 +4,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from relrl.evaluation import runner as ev
+from relrl.evaluation.cli import add_eval_args, settings_from_args
+from relrl.evaluation.model_results import model_result
+from relrl.evaluation.runner import score_question
+from relrl.evaluation.settings import EvalSettings, settings_of
 from relrl.finetune.sft_trainer import build_parser as sft_parser
 from relrl.finetune.sft_trainer import eval_settings_from_args
 from relrl.grading.rewards import grader_reward
@@ -24,27 +27,27 @@ class Done:
 
 
 def test_evaluation_grades_and_records_by_the_rule():
-    study, complement = ev.EvalSettings(), ev.EvalSettings(tolerance_rule="complement")
-    assert ev.score_question(ROW, [Done(WIDE)], study)["correct"] is True
-    assert ev.score_question(ROW, [Done(WIDE)], complement)["correct"] is False
+    study, complement = EvalSettings(), EvalSettings(tolerance_rule="complement")
+    assert score_question(ROW, [Done(WIDE)], study)["correct"] is True
+    assert score_question(ROW, [Done(WIDE)], complement)["correct"] is False
     valued = {**ROW, "target_kind": "value"}
-    record = ev.score_question(valued, [Done(WIDE)], complement)
+    record = score_question(valued, [Done(WIDE)], complement)
     assert record["correct"] is True and record["target_kind"] == "value"
-    result = ev.model_result([ev.score_question(ROW, [Done(WIDE)], complement)], label="m",
-                             model_path="m", adapter=None, dataset="d.jsonl", fingerprint="f",
-                             settings=complement)
+    result = model_result([score_question(ROW, [Done(WIDE)], complement)], label="m",
+                          model_path="m", adapter=None, dataset="d.jsonl", fingerprint="f",
+                          settings=complement)
     assert (result["tolerance_rule"], result["settings"]["tolerance_rule"]) == ("complement",) * 2
-    assert ev.settings_of(result) == complement
+    assert settings_of(result) == complement
     # the study's rule stays out of the signature, so results from before still match
     assert "tolerance_rule" not in study.signature()
 
 
 def test_evaluation_flag():
     parser = ArgumentParser()
-    ev.add_eval_args(parser)
+    add_eval_args(parser)
     args = parser.parse_args(["--tolerance-rule", "complement"])
-    assert ev.settings_from_args(args).tolerance_rule == "complement"
-    assert ev.settings_from_args(parser.parse_args([])).tolerance_rule == "study"
+    assert settings_from_args(args).tolerance_rule == "complement"
+    assert settings_from_args(parser.parse_args([])).tolerance_rule == "study"
 
 
 def test_sft_scoring_flag(tmp_path):

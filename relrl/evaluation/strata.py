@@ -11,7 +11,7 @@ accuracy alone does not say whether a model reads the question. Three views here
                     model that reads the question's numbers ranks its answers as the targets
                     rank; one that guesses from the family's usual answers gives rho near 0
 
-Records are per-question "model result" records (relrl.evaluation.runner): `target`, `pass_count`,
+Records are per-question "model result" records (relrl.evaluation.model_results): `target`, `pass_count`,
 `samples`, `family`, and the sampled answers' `value` under `completions` (K > 1) or on the
 record itself. Accuracies count every completion, as the model result's own accuracy does.
 A question's answer for the rank correlation is the median of its extracted values (the value

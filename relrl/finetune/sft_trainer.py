@@ -39,9 +39,11 @@ from tqdm import tqdm
 from relrl.data.dataset_io import atomic_write_json, atomic_write_jsonl, load_dataset, questions_fingerprint
 from relrl.data.folds import kfold_by_group
 from relrl.engines import TOP_K_HELP
-from relrl.evaluation import runner as ev
+from relrl.evaluation.cli import model_label
+from relrl.evaluation.model_results import compare_models
 from relrl.evaluation.results_io import pair_accuracies, read_result, records_path, write_result
-from relrl.evaluation.runner import EvalSettings, check_rows, progress_path
+from relrl.evaluation.runner import check_rows, progress_path, score_model
+from relrl.evaluation.settings import EvalSettings
 from relrl.evaluation.stats import mcnemar
 from relrl.finetune.examples import build_examples, collate_examples, optimizer_batches
 from relrl.modeling.loading import attach_lora, check_model_source, device_of, reference_policy, save_adapter
@@ -445,16 +447,16 @@ def evaluate_fold(cfg: SFTConfig, plan: FoldPlan, model, tokenizer, settings, *,
     with McNemar's test, written to fold_k/evaluation.json."""
     target = plan.run_dir / EVAL_FILE
     common = dict(model_path=cfg.model, dataset=cfg.dataset)
-    base_name = ev.model_label(cfg.model)
+    base_name = model_label(cfg.model)
     model.eval()
-    ft = ev.score_model(model, tokenizer, plan.test_rows, settings, label=f"sft {plan.name}",
-                        adapter=str(plan.adapter_dir), **common,
-                        progress_file=ev.progress_path(target, "finetuned"))
+    ft = score_model(model, tokenizer, plan.test_rows, settings, label=f"sft {plan.name}",
+                     adapter=str(plan.adapter_dir), **common,
+                     progress_file=progress_path(target, "finetuned"))
     with reference_policy(model):
-        base = ev.score_model(model, tokenizer, plan.test_rows, settings,
-                              label=f"{base_name} {plan.name}", adapter=None, **common,
-                              progress_file=ev.progress_path(target, "base"))
-    pair = {**ev.compare_models(base, ft), "fold": int(plan.name.split("_")[1]), "folds": folds,
+        base = score_model(model, tokenizer, plan.test_rows, settings,
+                           label=f"{base_name} {plan.name}", adapter=None, **common,
+                           progress_file=progress_path(target, "base"))
+    pair = {**compare_models(base, ft), "fold": int(plan.name.split("_")[1]), "folds": folds,
             "fold_seed": fold_seed, "train_n": len(plan.train_rows),
             "adapter": str(plan.adapter_dir)}
     write_result(target, pair)

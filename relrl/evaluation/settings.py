@@ -1,0 +1,34 @@
+"""The settings of an evaluation run: what is sampled and how it is graded."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    samples: int = 1
+    seed: int = 0
+    temperature: float = 1.0
+    top_p: float = 0.95
+    max_new_tokens: int = 3072
+    tolerance: float = 0.05
+    tolerance_rule: str = "study"  # or "complement" (relrl.grading.scoring)
+    top_k: int = 0  # 0: off
+    allow_plain: bool = False
+    micro_batch: int = 16  # sequences per forward pass: speed only, never results
+
+    def signature(self) -> dict:
+        """The settings that change results (a resumed run must match them)."""
+        sig = asdict(self)
+        sig.pop("micro_batch")
+        # a default left out keeps the signature of results recorded without the field
+        if not sig["top_k"]:
+            sig.pop("top_k")
+        if sig["tolerance_rule"] == "study":
+            sig.pop("tolerance_rule")
+        return sig
+
+
+def settings_of(result: dict) -> EvalSettings:
+    """The settings a model result was sampled and graded with."""
+    return EvalSettings(**result["settings"])
