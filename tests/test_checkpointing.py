@@ -12,7 +12,6 @@ import torch
 from peft import LoraConfig, PeftModel, get_peft_model
 
 from relrl.runtime.checkpointing import (
-    latest_checkpoint,
     list_checkpoints,
     load_checkpoint,
     prepare_output_dir,
@@ -120,8 +119,7 @@ def test_latest_is_by_number_and_ignores_incomplete_folders(tmp_path):
     (tmp_path / "checkpoint-11").mkdir()  # no trainer_state.json: not a checkpoint
     (tmp_path / ".tmp-checkpoint-12-99").mkdir()
     assert [s for s, _ in list_checkpoints(tmp_path)] == [9, 10]
-    assert latest_checkpoint(tmp_path).name == "checkpoint-10"
-    assert latest_checkpoint(tmp_path / "missing") is None
+    assert list_checkpoints(tmp_path / "missing") == []
 
 
 def test_output_folder_ownership(tmp_path, capsys):
@@ -172,7 +170,7 @@ def test_latest_of_three_checkpoints(tmp_path):
     model, *_ = fresh()
     for step in (1, 2, 3):
         save_checkpoint(tmp_path / f"checkpoint-{step}", model=model, state={}, fingerprint="f")
-    assert latest_checkpoint(tmp_path).name == "checkpoint-3"
+    assert prepare_output_dir(tmp_path, "f", resume=True).name == "checkpoint-3"
 
 
 def test_ownership_messages_and_overwrite_removes_best(tmp_path, capsys):

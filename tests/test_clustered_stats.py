@@ -8,7 +8,6 @@ import pytest
 
 from relrl.evaluation.clustered_stats import (
     VarianceModel,
-    binomial_variance_from_counts,
     cluster_bootstrap_ci,
     compare_groups,
     estimate_variance_model,
@@ -127,7 +126,3 @@ def test_variance_components_from_k_samples_by_hand():
         estimate_variance_model_k([("a", [1, 0]), ("b", [1, 0, 0])])
     with pytest.raises(ValueError, match="same K >= 2"):
         estimate_variance_model_k([("a", [1]), ("b", [0])])
-
-
-def test_binomial_variance_from_counts():
-    assert binomial_variance_from_counts([2, 0], [4, 4]) == pytest.approx((4 / 12 + 0) / 2)

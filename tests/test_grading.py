@@ -3,9 +3,10 @@ import dataclasses
 import math
 
 import pytest
+from grading_helpers import parse_number
 
 from relrl.grading.extraction import extract_answer, strip_thinking
-from relrl.grading.numbers import parse_number, parse_target
+from relrl.grading.numbers import parse_target
 from relrl.grading.rewards import compute_score, make_reliability_reward, reliability_reward
 from relrl.grading.scoring import DEFAULT_TIERS, RewardTiers, grade
 

@@ -4,11 +4,11 @@ the limits of the parser (300-digit integers, 400-character mantissas and denomi
 exponents, exponents beyond +-10,000), the fields of a Number and an Extraction, the percent
 reading, and grades whose error falls exactly on a tolerance or band limit."""
 import pytest
+from grading_helpers import parse_number
 
 from relrl.grading.extraction import extract_answer
 from relrl.grading.numbers import (
     find_numbers,
-    parse_number,
     parse_target,
     parse_target_number,
     parse_target_values,

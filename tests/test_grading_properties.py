@@ -6,11 +6,12 @@ quadratic regression from hanging the suite.
 import math
 
 import pytest
+from grading_helpers import parse_number
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relrl.grading.extraction import extract_answer
-from relrl.grading.numbers import parse_number, parse_target
+from relrl.grading.numbers import parse_target
 from relrl.grading.scoring import grade
 
 # Pieces that exercise every branch of the grader when glued together at random.

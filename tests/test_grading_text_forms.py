@@ -3,9 +3,10 @@ responses that are not strings, `allow_plain` and `words` defaults, `<think>` bl
 block opened in the prompt, stray closing tags, several blocks), brackets when a list of values
 is split, and the plain text `normalize` makes of LaTeX and unicode spellings."""
 import pytest
+from grading_helpers import parse_number
 
 from relrl.grading.extraction import Extraction, extract_answer, strip_thinking
-from relrl.grading.numbers import normalize, parse_number, parse_target_values, split_values
+from relrl.grading.numbers import normalize, parse_target_values, split_values
 from relrl.grading.scoring import grade
 
 EMPTY = Extraction(None, None, 0, None, reason="empty response")

@@ -264,11 +264,3 @@ def estimate_variance_model_k(diffs: Sequence[tuple[str, Sequence[int]]]) -> Var
     for group, x in diffs:
         by.setdefault(group, []).append(float(np.mean(x)))
     return VarianceModel(*_between_components(by, w / k), w=w)
-
-
-def binomial_variance_from_counts(counts: Sequence[int], samples: Sequence[int]) -> float:
-    """Unbiased E[p(1 - p)] from c of n samples per question: mean of c (n - c) / (n (n - 1))."""
-    vals = [c * (n - c) / (n * (n - 1)) for c, n in zip(counts, samples) if n > 1]
-    if not vals:
-        raise ValueError("need questions with at least two samples")
-    return float(np.mean(vals))

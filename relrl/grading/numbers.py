@@ -160,12 +160,6 @@ def no_number_reason(text: str) -> str:
     return "no number"
 
 
-def parse_number(text: str) -> float | None:
-    """The value of the first number in `text` (percent as a fraction), or None."""
-    number = first_number(normalize(text or ""))
-    return number.value if number is not None else None
-
-
 def first_number(normalized: str) -> Number | None:
     """The first Number of an already normalized text, or None."""
     match = NUMBER.search(normalized)

@@ -53,11 +53,6 @@ def list_checkpoints(output_dir: str | os.PathLike) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def latest_checkpoint(output_dir: str | os.PathLike) -> Path | None:
-    found = list_checkpoints(output_dir)
-    return found[-1][1] if found else None
-
-
 def read_state(checkpoint: str | os.PathLike) -> dict:
     path = Path(checkpoint) / STATE_FILE
     if not path.is_file():
