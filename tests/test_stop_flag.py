@@ -57,3 +57,14 @@ def test_stop_flag_can_be_reused_and_lets_errors_through():
         with pytest.raises(RuntimeError, match="boom"):
             with flag:
                 raise RuntimeError("boom")
+
+
+def test_never_ignores_the_stop_file_and_signals(tmp_path, monkeypatch):
+    stop_file = tmp_path / "stop"
+    stop_file.write_text("SIGTERM", encoding="utf-8")
+    monkeypatch.setenv(STOP_FILE_ENV, str(stop_file))
+    before = signal.getsignal(signal.SIGUSR1)
+    with StopFlag.never() as flag:
+        assert signal.getsignal(signal.SIGUSR1) is before  # no handler installed
+        assert not flag.requested and flag.agreed() is None
+    assert StopFlag().agreed() == "SIGTERM"  # one process: its own signal is the agreed one

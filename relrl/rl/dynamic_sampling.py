@@ -31,7 +31,7 @@ since pass rates move as the policy learns). Its state is JSON, saved in checkpo
 Scheme "predictive" (v2) draws instead the k questions whose next group is likeliest to be
 informative under a Beta posterior of their last two groups. benchmarks/sampler_simulation.py
 compares them at the study's scale: neither reaches 0.7 of uniform's waste once pass rates
-drift as the policy learns (see README, "Dynamic sampling").
+drift as the policy learns (docs/training.md, "Dynamic sampling").
 """
 from __future__ import annotations
 

@@ -17,9 +17,19 @@ import statistics
 import torch
 
 from relrl.rl.dynamic_sampling import WASTE_KINDS, Group
+from relrl.rl.grpo_loss import LossTerms
 
 FIRST_PASS = ("tokens", "entropy", "tis_ratio", "tis_capped")
 EVERY_PASS = ("loss", "clipped", "kl")
+
+
+def pass_rows(terms: LossTerms) -> dict[str, torch.Tensor]:
+    """One pass's per-row sums of a micro-batch (EVERY_PASS), from its loss terms."""
+    rows = {"loss": terms.row_loss.cpu(),
+            "clipped": (terms.row_clip_low + terms.row_clip_high).cpu()}
+    if terms.row_kl is not None:
+        rows["kl"] = terms.row_kl.cpu()
+    return rows
 
 
 def group_metrics(parts: list[tuple[int, int, dict]], owners: list[torch.Tensor], n_groups: int,

@@ -64,7 +64,13 @@ from relrl.rl.grpo_loss import (
     overlong_penalty,
     policy_loss,
 )
-from relrl.rl.grpo_metrics import group_metrics, progress_line, run_statistics, step_record
+from relrl.rl.grpo_metrics import (
+    group_metrics,
+    pass_rows,
+    progress_line,
+    run_statistics,
+    step_record,
+)
 from relrl.runtime import distributed
 from relrl.runtime.checkpointing import (
     load_checkpoint,
@@ -210,15 +216,13 @@ class GRPOTrainer:
                                         ref_logp=fixed[c].ref_logp, batch_tokens=batch_tokens,
                                         batch_seqs=batch_seqs, tis_weight=fixed[c].tis_weight)
                     terms.loss.backward()
-                    rows = {"loss": terms.row_loss.cpu(),
-                            "clipped": (terms.row_clip_low + terms.row_clip_high).cpu()}
-                    if terms.row_kl is not None:
-                        rows["kl"] = terms.row_kl.cpu()
-                    parts.append((iteration, c, {**fixed[c].rows, **rows} if iteration == 0
-                                  else rows))
+                    rows = pass_rows(terms)
+                    if iteration == 0:
+                        rows.update(fixed[c].rows)
+                    parts.append((iteration, c, rows))
                 self.optimizer_step()
-        with_sampler = batches[0].sampler_logp is not None
         every_rank = [part for rank in distributed.all_gather_object(parts) for part in rank]
+        with_sampler = batches[0].sampler_logp is not None
         return group_metrics(every_rank, [b.owner for b in batches], len(groups),
                              cfg.num_iterations, advantages, kl=cfg.beta > 0,
                              tis_ratio=with_sampler, tis_capped=with_sampler and cfg.tis_cap > 0)

@@ -32,7 +32,8 @@ EQUIVALENT = Path(__file__).with_name("equivalent.md")
 MODULES = {
     "rl.grpo_loss": ["tests/test_grpo_loss.py", "tests/test_grpo_loss_edges.py"],
     "rl.dynamic_sampling": ["tests/test_dynamic_sampling.py", "tests/test_question_sampler_weights.py"],
-    "runtime.checkpointing": ["tests/test_checkpointing.py", "tests/test_stop_flag.py"],
+    "runtime.checkpointing": ["tests/test_checkpointing.py"],
+    "runtime.stop": ["tests/test_stop_flag.py"],
     "grading.numbers": ["tests/test_grading.py", "tests/test_grading_number_edges.py",
                         "tests/test_grading_text_forms.py", "tests/test_grading_properties.py",
                         "tests/test_grading_values.py", "tests/test_grading_last_line.py"],
