@@ -13,7 +13,7 @@ import statistics
 from pathlib import Path
 
 from relrl.data.dataset_io import atomic_write_json, load_dataset
-from relrl.data.folds import kfold_by_group
+from relrl.data.folds import fold_rows
 from relrl.evaluation.cli import add_eval_args, model_label, settings_from_args
 from relrl.evaluation.results_io import read_result, write_result
 from relrl.evaluation.runner import ModelRun, check_rows, model_generator, progress_path
@@ -79,15 +79,13 @@ def main(argv=None):
         raise UsageError(f"--output-dir: {folder} is not an existing folder")
     rows = load_dataset(args.dataset)[: args.max_questions]
     check_rows(rows, args.dataset)
-    split = kfold_by_group(rows, args.folds, args.fold_seed)
-    if args.fold is not None and not 0 <= args.fold < args.folds:
-        raise UsageError(f"--fold: must satisfy 0 <= fold < {args.folds}, got {args.fold}")
     todo = [args.fold] if args.fold is not None else list(range(args.folds))
+    held_out = {k: fold_rows(rows, args.folds, k, args.fold_seed)[1] for k in todo}
     name = args.label or model_label(args.model)
     runs = {}
     for k in todo:
         target = folder / f"fold_{k}.json"
-        runs[k] = ModelRun([rows[i] for i in split[k]], settings, label=f"{name} fold {k}",
+        runs[k] = ModelRun(held_out[k], settings, label=f"{name} fold {k}",
                            model_path=args.model, adapter=None, dataset=args.dataset,
                            progress_file=progress_path(target, "base"),
                            rollout_engine=args.rollout_engine)

@@ -74,7 +74,8 @@ def _effect(delta: float, p: float) -> str:
 
 
 def findings(out: Path) -> list[str]:
-    """The issue's targets and the study's other claims, checked against this run's numbers."""
+    """The demo's targets (a held-out gain of TARGET_GAIN at p < ALPHA, no significant OOD loss)
+    and the study's other claims, checked against this run's numbers."""
     held, ood = _row(out, "heldout", "GRPO exp7 best"), _row(out, "ood", "GRPO exp7 best")
     gain_met = held["delta"] >= TARGET_GAIN and held["p"] < ALPHA
     ood_met = ood["p"] >= ALPHA or ood["delta"] > 0

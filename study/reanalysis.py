@@ -32,7 +32,7 @@ SHORT = {"base": "base", "SFT warm start": "SFT", "GRPO exp7 best": "exp7 best",
 SETS = ("heldout", "retention", "holdout", "ood", "train")
 SET_NAMES = {"heldout": "held-out mixed-style", "retention": "retention", "holdout": "holdout",
              "ood": "out-of-distribution", "train": "mixed training"}
-CHECK_CONSTANT = 0.95  # the constant answer the issue quotes (not fitted): a cross-check
+CHECK_CONSTANT = 0.95  # a fixed guess, not fitted: a cross-check on the fitted constant
 
 
 def kind_of(record: dict) -> str:
@@ -246,7 +246,7 @@ def render(result: dict) -> str:
         "training rows "
         f"({result['training_rows']}), never on the set scored: for the mixed training set, "
         f"on the training rows outside its groups. \"{CHECK_CONSTANT:g} everywhere\" "
-        "is the answer issue 26 quoted, not fitted. The strata count completions; the rank "
+        "is a fixed guess, not fitted. The strata count completions; the rank "
         "correlation is Spearman's rho, per family with at least "
         f"{result['min_answered']} answered questions, between each question's answer (the "
         "median of its samples) and its target, then the median over those families (their "

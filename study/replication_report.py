@@ -107,7 +107,7 @@ def waste(dirs: dict[int, Path]) -> dict:
 def best_step_stability(history: list[dict], best_step, n_boot: int = 2_000, seed: int = 0):
     """Share of bootstrap resamples of the validation groups in which `best_step` (the earliest
     step with the highest validation accuracy, as the trainer chooses) is still the one chosen;
-    None for a history without per-group pass counts (runs before they were recorded)."""
+    None for a history without per-group pass counts."""
     steps = [h["step"] for h in history]
     if best_step not in steps or any("group_passes" not in h for h in history):
         return None

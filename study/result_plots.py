@@ -58,7 +58,7 @@ def validation_points(history: list[dict], val_samples: int = 1, *, n_boot: int 
     """(step, accuracy, low, high) per validation: a 95% percentile bootstrap over the
     validation groups (paraphrases of one problem resampled together) when the history holds
     per-group pass counts (`group_passes`: group -> passes per question out of val_samples);
-    low and high None otherwise (runs recorded before those counts were kept)."""
+    low and high None for a history without them."""
     points = []
     rng = np.random.default_rng(seed)
     for h in history:

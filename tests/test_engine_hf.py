@@ -318,6 +318,6 @@ def test_vllm_is_imported_only_when_asked_for_and_help_names_the_default():
     code = ("import sys; import relrl.rl.grpo_trainer, relrl.evaluation.runner, relrl.engines; "
             "from relrl.rl.grpo_main import build_parser; "
             "h = build_parser('exp10').format_help(); "
-            "print('vllm' in sys.modules, 'Default vllm on a CUDA machine' in ' '.join(h.split()))")
+            "print('vllm' in sys.modules, 'default: vllm on a CUDA machine' in ' '.join(h.split()))")
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
     assert out.stdout.split() == ["False", "True"], out.stderr

@@ -23,7 +23,7 @@ from relrl.engines import vllm as vllm_engine
 from relrl.modeling import loading as modeling
 from relrl.models import by_name as models
 from relrl.models.by_name import load_builtin, load_model
-from relrl.rl.grpo_main import build_parser, config_from_args
+from relrl.rl.grpo_main import build_parser
 from relrl.runtime.checkpointing import load_checkpoint, save_checkpoint
 from relrl.runtime.cli import UsageError
 
@@ -354,18 +354,17 @@ def test_top_k_below_zero_is_refused():
 
 def grpo_config(monkeypatch, cuda: bool, *argv):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
-    args = build_parser("exp10").parse_args(["--dataset", "d.jsonl", *argv])
-    return args, config_from_args(args, "exp10")
+    return build_parser("exp10").parse(["--dataset", "d.jsonl", *argv])[0]
 
 
 def test_batch_mode_is_the_cuda_default(monkeypatch):
-    assert grpo_config(monkeypatch, True)[1].sampling_mode == "batch"
-    assert grpo_config(monkeypatch, False)[1].sampling_mode == "step"
-    assert grpo_config(monkeypatch, True, "--sampling-mode", "step")[1].sampling_mode == "step"
+    assert grpo_config(monkeypatch, True).sampling_mode == "batch"
+    assert grpo_config(monkeypatch, False).sampling_mode == "step"
+    assert grpo_config(monkeypatch, True, "--sampling-mode", "step").sampling_mode == "step"
 
 
 def test_top_k_and_sleep_flags(monkeypatch):
-    args, cfg = grpo_config(monkeypatch, False, "--top-k", "20", "--vllm-sleep", "on")
-    assert cfg.top_k == 20 and args.vllm_sleep == "on" and cfg.settings()["top_k"] == 20
-    args, cfg = grpo_config(monkeypatch, False)
-    assert args.vllm_sleep == "auto" and "top_k" not in cfg.settings()  # old runs still resume
+    cfg = grpo_config(monkeypatch, False, "--top-k", "20", "--vllm-sleep", "on")
+    assert cfg.top_k == 20 and cfg.vllm_sleep == "on" and cfg.settings()["top_k"] == 20
+    cfg = grpo_config(monkeypatch, False)
+    assert cfg.vllm_sleep == "auto" and "top_k" not in cfg.settings()  # old runs still resume

@@ -6,7 +6,7 @@ import pytest
 from test_grpo_trainer import ROWS, config, letters, tiny_policy
 
 from relrl.rl.grpo_config import GRPOConfig
-from relrl.rl.grpo_main import build_parser, config_from_args
+from relrl.rl.grpo_main import build_parser
 from relrl.rl.grpo_trainer import GRPOTrainer
 from relrl.runtime.cli import UsageError
 
@@ -49,10 +49,9 @@ def test_the_default_judges_by_correctness_except_for_the_toy_reward(tmp_path):
     assert GRPOConfig().informative_by == "correct"
     assert GRPOConfig(reward="digit-share").informative_by == "reward"
     base = ["--model", "tiny-random", "--dataset", "x.jsonl", "--output-dir", str(tmp_path)]
-    parse = build_parser("exp10").parse_args
-    assert config_from_args(parse(base), "exp10").informative_by == "correct"
-    assert config_from_args(parse([*base, "--informative-by", "reward"]),
-                            "exp10").informative_by == "reward"
+    parse = build_parser("exp10").parse
+    assert parse(base)[0].informative_by == "correct"
+    assert parse([*base, "--informative-by", "reward"])[0].informative_by == "reward"
     with pytest.raises(UsageError, match="--informative-by: correct or reward"):
         GRPOConfig(informative_by="rewards").check()
 

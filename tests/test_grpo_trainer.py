@@ -266,12 +266,10 @@ def test_loss_and_advantage_flags_reach_the_trainer(tmp_path, monkeypatch, varia
             "--max-new-tokens", "8", "--aggregation", "seq_sum_constant",
             "--advantage", "mean_only", "--clip-low", "0.15", "--clip-high", "0.35",
             "--num-iterations", "3", "--beta", "0.0"]
-    args = grpo_main.build_parser(variant).parse_args(argv)
-    cfg = grpo_main.config_from_args(args, variant)
+    cfg, _ = grpo_main.build_parser(variant).parse(argv)
     assert (cfg.aggregation, cfg.advantage, cfg.clip_low, cfg.clip_high, cfg.num_iterations) \
         == ("seq_sum_constant", "mean_only", 0.15, 0.35, 3)
-    defaults = grpo_main.config_from_args(
-        grpo_main.build_parser(variant).parse_args(argv[:8]), variant)
+    defaults, _ = grpo_main.build_parser(variant).parse(argv[:8])
     assert (defaults.aggregation, defaults.advantage, defaults.num_iterations) == \
         ("token_mean", "group_norm", 1)
 

@@ -5,7 +5,7 @@ from test_grpo_trainer import ROWS, config, letters, tiny_policy
 from relrl.data.prompting import build_prompt
 from relrl.engines import question_seed
 from relrl.engines.hf import generate
-from relrl.rl.grpo_main import build_parser, config_from_args
+from relrl.rl.grpo_main import build_parser
 from relrl.rl.grpo_trainer import GRPOTrainer
 
 
@@ -32,10 +32,9 @@ def test_new_settings_leave_old_run_fingerprints_alone(tmp_path):
 
 
 def test_flags_reach_the_config_and_the_sampler(tmp_path):
-    args = build_parser("exp10").parse_args(
+    cfg, _ = build_parser("exp10").parse(
         ["--model", "tiny-random", "--dataset", "x.jsonl", "--output-dir", str(tmp_path),
          "--val-samples", "4", "--pass-rate-sampler", "--pass-rate-scheme", "predictive"])
-    cfg = config_from_args(args, "exp10")
     assert (cfg.val_samples, cfg.pass_rate_scheme) == (4, "predictive")
     model, tokenizer = tiny_policy()
     rows = [{**ROWS[0], "base_score": 2, "base_samples": 4}, *ROWS[1:]]

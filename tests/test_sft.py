@@ -179,7 +179,8 @@ def test_neftune_noise_scale_mask_and_eval_mode():
 
 
 def test_plan_runs_folds_keep_groups_together(tmp_path):
-    from relrl.finetune.sft_trainer import SFTConfig, plan_runs
+    from relrl.finetune.sft_kfold import plan_runs
+    from relrl.finetune.sft_trainer import SFTConfig
 
     rows = toy_rows(7, 3)
     plans = plan_runs(SFTConfig(model="tiny-random"), rows, tmp_path, folds=3, fold=None,

@@ -33,7 +33,7 @@ def clean_env(**extra) -> dict:
     """The caller's environment without any study or SLURM setting a job might read."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("SLURM_", "SITE_", "SBATCH_")) and k not in {
-               "MODEL", "RUN_DIR", "EXP", "CHECKPOINTS", "RELRL_ROOT"}}
+               "MODEL", "RUN_DIR", "EXP", "CHECKPOINTS", "RELRL_ROOT", "CONFIG"}}
     env.update(extra)
     return env
 
@@ -273,6 +273,37 @@ def test_grpo_refuses_an_unknown_experiment(tmp_path):
     data.write_text("{}\n")
     result = run_job("grpo", site, EXP="exp9", GRPO_DATASET=str(data))
     assert result.returncode == 2 and "EXP must be exp7 or exp10" in result.stderr
+
+
+def recording_python(tmp_path: Path) -> Path:
+    """A virtual environment whose python only prints the command line it was given."""
+    env = tmp_path / "venv"
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "python").write_text('#!/bin/bash\necho "python $*"\n')
+    (env / "bin" / "python").chmod(0o755)
+    return env
+
+
+@pytest.mark.parametrize("job, extra, script", [
+    ("grpo", {"EXP": "exp10"}, "training/grpo_exp10_nosft.py"),
+    ("sft_kfold", {}, "training/sft_qwen3_kfold.py"),
+])
+def test_training_jobs_pass_config_on_as_a_recipe(tmp_path, job, extra, script):
+    recipe = {"grpo": "recipes/grpo_exp10.yaml", "sft_kfold": "recipes/sft_kfold.yaml"}[job]
+    site = write_site_env(tmp_path / "site.env", SITE_PYTHON_ENV=str(recording_python(tmp_path)))
+    data = tmp_path / "data.jsonl"
+    data.write_text("{}\n")
+    inputs = {"GRPO_DATASET": str(data), "SFT_DATASET": str(data)}
+    result = run_job(job, site, CONFIG=recipe, **inputs, **extra)
+    assert result.returncode == 0, result.stderr
+    calls = [line for line in result.stdout.splitlines() if line.startswith("python ")]
+    assert calls and all(f"{script} " in c and f" --config {recipe}" in c for c in calls)
+    assert len(calls) == (2 if job == "sft_kfold" else 1)  # SFT_FOLDS=2, outside an array
+    without = run_job(job, site, **inputs, **extra)
+    assert without.returncode == 0 and "--config" not in without.stdout
+    missing = run_job(job, site, CONFIG=str(tmp_path / "none.yaml"), **inputs, **extra)
+    assert missing.returncode == 2 and f"input missing: {tmp_path}/none.yaml" in missing.stderr
+    assert "python " not in missing.stdout
 
 
 def test_api_baselines_want_the_key_in_the_environment_not_in_site_env(tmp_path):

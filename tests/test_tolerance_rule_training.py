@@ -8,11 +8,11 @@ from relrl.evaluation.cli import add_eval_args, settings_from_args
 from relrl.evaluation.model_results import model_result
 from relrl.evaluation.runner import score_question
 from relrl.evaluation.settings import EvalSettings, settings_of
-from relrl.finetune.sft_trainer import build_parser as sft_parser
-from relrl.finetune.sft_trainer import eval_settings_from_args
+from relrl.finetune.sft_kfold import build_parser as sft_parser
+from relrl.finetune.sft_kfold import eval_settings
 from relrl.grading.rewards import grader_reward
 from relrl.rl.grpo_config import GRPOConfig
-from relrl.rl.grpo_main import build_parser, config_from_args
+from relrl.rl.grpo_main import build_parser
 from relrl.runtime.cli import ArgumentParser, UsageError
 
 ROW = {"id": "q1", "question": "Determine the reliability of the pump at 1000 h.",
@@ -51,17 +51,16 @@ def test_evaluation_flag():
 
 
 def test_sft_scoring_flag(tmp_path):
-    args = sft_parser("tiny", str(tmp_path), "about").parse_args(
+    cfg, _ = sft_parser("tiny", str(tmp_path), "about").parse(
         ["--dataset", "x.jsonl", "--tolerance-rule", "complement"])
-    assert eval_settings_from_args(args).tolerance_rule == "complement"
+    assert eval_settings(cfg).tolerance_rule == "complement"
 
 
 def test_grpo_reward_and_config():
     assert grader_reward(0.05)(WIDE, ROW) == (0.4, True)
     assert grader_reward(0.05, "complement")(WIDE, ROW) == (0.01, False)
     assert grader_reward(0.05, "complement")(WIDE, {**ROW, "target_kind": "value"}) == (0.4, True)
-    args = build_parser("exp10").parse_args(["--dataset", "x", "--tolerance-rule", "complement"])
-    cfg = config_from_args(args, "exp10")
+    cfg, _ = build_parser("exp10").parse(["--dataset", "x", "--tolerance-rule", "complement"])
     assert cfg.tolerance_rule == "complement" and cfg.settings()["tolerance_rule"] == "complement"
     assert "tolerance_rule" not in GRPOConfig().settings()  # earlier runs still resume
     with pytest.raises(UsageError, match="--tolerance-rule: study or complement"):

@@ -3,7 +3,7 @@
 Each fold trains a fresh LoRA (r=16, alpha=32, lr 2e-4, 4 epochs, NEFTune alpha 5, max length
 4096) on the other folds' questions and worked solutions, then scores it against the base model
 on its held-out fold (McNemar per fold). `--folds 1 --train-all` trains the warm start on every
-row. All logic is in relrl/finetune/sft_trainer.py; this file only picks the defaults.
+row. All logic is in relrl/finetune/sft_kfold.py; this file only picks the defaults.
 
   python training/sft_qwen3_kfold.py --model tiny --dataset data/non_mixed.jsonl \\
       --output-dir runs/sft --folds 5            # adapters in runs/sft/adapters/fold_k/
@@ -11,7 +11,7 @@ row. All logic is in relrl/finetune/sft_trainer.py; this file only picks the def
 """
 
 
-from relrl.finetune.sft_trainer import main as train
+from relrl.finetune.sft_kfold import main as train
 from relrl.runtime.cli import run_main
 
 

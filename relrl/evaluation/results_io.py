@@ -5,7 +5,7 @@ scripts read); `X.records.json.gz` holds the lists, keyed by where they sit ("re
 "base_results", "base.results", ...). The summary's "records" entry names those places and the
 gzip's SHA-256, so a summary never pairs with records another run wrote, and two runs that
 agree write the same bytes whatever the file is called. `read_result` gives back the whole
-object; a file written before this layout, with its records inline, reads as it is.
+object; a file that holds its records inline reads as it is.
 
 Pair files also carry the study's `eval_$RUN_NAME.json` fields in the study's units (percent
 rounded to 0.1, delta in points) from schema version 2 on; files without `schema_version` hold

@@ -1,6 +1,6 @@
 """The DPO baseline: preference pairs from screening or evaluation outputs, a LoRA trained with
 the DPO (or IPO) loss of relrl.finetune.dpo_loss, the reference being the same weights with the adapter
-off (relrl.modeling.loading.reference_policy), on the epoch loop of relrl.finetune.sft_trainer.
+off (relrl.modeling.loading.reference_policy), on the epoch loop of relrl.finetune.epoch_loop.
 
 Pairs come from
   - result files (screening.json, a model result or a pair result of the evaluation scripts):
@@ -14,7 +14,6 @@ per step), statistics.json, pairs.jsonl (the pairs trained on) and adapter/ (the
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import sys
@@ -33,25 +32,27 @@ from relrl.data.dataset_io import (
 from relrl.data.prompting import build_prompt, build_training_text
 from relrl.evaluation.results_io import read_result
 from relrl.finetune.dpo_loss import LOSS_TYPES, dpo_loss
+from relrl.finetune.epoch_loop import LOG_FILE, OPTIMISATION, STATS_FILE, EpochTrainer, LoopConfig
 from relrl.finetune.examples import collate, encode
-from relrl.finetune.sft_trainer import LOG_FILE, STATS_FILE, EpochTrainer, LoopConfig
 from relrl.modeling.loading import attach_lora, check_model_source, device_of, reference_policy, save_adapter
 from relrl.modeling.logprobs import completion_logprobs
 from relrl.models.by_name import load_model
 from relrl.runtime import distributed
-from relrl.runtime.checkpointing import prepare_output_dir, run_fingerprint
-from relrl.runtime.cli import (
-    ArgumentParser,
-    UsageError,
-    add_load_args,
-    env_default,
-    load_in_4bit_flag,
-    positive_int,
+from relrl.runtime.checkpointing import run_fingerprint
+from relrl.runtime.cli import UsageError
+from relrl.runtime.config import (
+    LOAD_IN_4BIT,
+    SettingsParser,
+    fingerprint_settings,
+    prepare_run_dir,
+    redefault,
+    setting,
 )
+from relrl.runtime.tracking import REPORT_TO, open_tracker
 from relrl.runtime.tracking import RUN_FILES as TRACKING_FILES
-from relrl.runtime.tracking import add_report_to_arg, open_tracker
 
 RESULT_KINDS = ("model_result", "screening", "pair_result")
+LOSS = "loss"
 PAIRS_FILE, ADAPTER_DIR = "pairs.jsonl", "adapter"
 
 
@@ -220,34 +221,44 @@ def encode_pairs(pairs: list[Pair], tokenizer, max_length: int) -> tuple[list[Pa
 @dataclass
 class DPOConfig(LoopConfig):
     """A DPO run's settings (the loop's fields from LoopConfig, other defaults here)."""
-    learning_rate: float = 5e-6
-    epochs: int = 1
-    warmup_ratio: float = 0.1
-    weight_decay: float = 0.0
-    model: str = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
-    beta: float = 0.1
-    loss_type: str = "sigmoid"
-    lora_r: int = 16
-    lora_alpha: int = 32
-    max_length: int = 4096
-    load_in_4bit: bool | None = None
-    unsloth: bool = False
+    learning_rate: float = redefault(LoopConfig, "learning_rate", 5e-6)
+    epochs: int = redefault(LoopConfig, "epochs", 1)
+    warmup_ratio: float = redefault(LoopConfig, "warmup_ratio", 0.1)
+    weight_decay: float = redefault(LoopConfig, "weight_decay", 0.0)
+    model: str = setting("unsloth/Qwen3-8B-unsloth-bnb-4bit",
+                         "base model: hub id, folder, tiny or tiny-random")
+    # the pairs themselves make the fingerprint, not where they were read from
+    pairs_from: list[str] = setting(
+        help="screening.json / evaluation result JSONs (pairs made per question: a correct "
+        "completion chosen, a wrong one rejected) or preference JSONL files; required",
+        factory=list, fingerprint=False, metavar="FILE")
+    max_pairs_per_question: int | None = setting(
+        None, "cap on pairs made from one question's completions (none: as many as can be made "
+        "without reusing a completion)", positive=True, fingerprint=False)
+    output_dir: str = setting("outputs/dpo", "checkpoints, logs, pairs.jsonl and adapter/",
+                              env="OUTPUT_DIR", fingerprint=False)
+    beta: float = setting(0.1, "strength of the pull towards the reference", env="BETA",
+                          group=LOSS)
+    loss_type: str = setting("sigmoid", "sigmoid: DPO; ipo: IPO on per-token mean log-probs",
+                             flag="--loss", choices=LOSS_TYPES, group=LOSS)
+    lora_r: int = setting(16, "LoRA rank", positive=True, group=OPTIMISATION)
+    lora_alpha: int = setting(32, "LoRA alpha", positive=True, group=OPTIMISATION)
+    max_length: int = setting(4096, "prompt + completion tokens; longer completions are cut",
+                              positive=True, group=OPTIMISATION)
+    load_in_4bit: bool | None = setting(None, "auto: 4-bit NF4 on CUDA for hub/local models, "
+                                        "float32 on the CPU", choices=LOAD_IN_4BIT)
+    unsloth: bool = setting(False, "load through Unsloth (CUDA only)")
+    report_to: str = setting("none", "also log the training curves to TensorBoard "
+                             "(<output-dir>/tensorboard) or Weights & Biases",
+                             choices=REPORT_TO, fingerprint=False)
 
     def check(self) -> None:
         super().check()
         if not self.beta > 0:
             raise UsageError(f"--beta: must be > 0, got {self.beta}")
-        if self.loss_type not in LOSS_TYPES:
-            raise UsageError(f"--loss: one of {LOSS_TYPES}, got {self.loss_type!r}")
-        for name in ("lora_r", "lora_alpha", "max_length"):
-            if getattr(self, name) < 1:
-                raise UsageError(f"--{name.replace('_', '-')}: must be >= 1, got {getattr(self, name)}")
 
     def settings(self) -> dict:
-        out = dataclasses.asdict(self)
-        for key in ("save_every", "keep_checkpoints"):
-            out.pop(key)
-        return out
+        return fingerprint_settings(self)
 
 
 class DPOTrainer(EpochTrainer):
@@ -320,75 +331,27 @@ class DPOTrainer(EpochTrainer):
 # ---------------------------------------------------------------------------- command line
 
 
-def build_parser():
-    d = DPOConfig()
-    p = ArgumentParser(description="DPO (or IPO) with a LoRA on preference pairs built from "
-                       "screening or evaluation outputs; the reference is the base model",
-                       epilog=distributed.launch_help("training/dpo_train.py"),
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    a = p.add_argument
-    a("--model", default=d.model, help=f"base model: hub id, folder, tiny or tiny-random "
-      f"(default {d.model})")
-    a("--pairs-from", nargs="+", required=True, metavar="FILE",
-      help="screening.json / evaluation result JSONs (pairs made per question: a correct "
-      "completion chosen, a wrong one rejected) or preference JSONL files")
-    a("--max-pairs-per-question", type=positive_int("--max-pairs-per-question"), default=None,
-      help="cap on pairs made from one question's completions (default: as many as can be "
-      "made without reusing a completion)")
-    a("--output-dir", default=env_default("OUTPUT_DIR", "outputs/dpo"),
-      help="checkpoints, logs, pairs.jsonl and adapter/ (env OUTPUT_DIR; default outputs/dpo)")
-    a("--resume", nargs="?", const=True, default=None, metavar="CHECKPOINT",
-      help="continue from CHECKPOINT, or from the output folder's latest when none is named")
-    a("--overwrite", action="store_true", help="delete the output folder's checkpoints first")
-    a("--seed", type=int, default=d.seed, help="run seed: LoRA init and pair order (0)")
-    add_load_args(p)
-    g = p.add_argument_group("loss")
-    g.add_argument("--beta", type=float, default=env_default("BETA", d.beta, float),
-                   help="strength of the pull towards the reference (env BETA; 0.1)")
-    g.add_argument("--loss", choices=LOSS_TYPES, default=d.loss_type,
-                   help="sigmoid: DPO; ipo: IPO on per-token mean log-probs (sigmoid)")
-    g = p.add_argument_group("optimisation")
-    g.add_argument("--lora-r", type=positive_int("--lora-r"), default=d.lora_r, help="(16)")
-    g.add_argument("--lora-alpha", type=positive_int("--lora-alpha"), default=d.lora_alpha,
-                   help="(32)")
-    g.add_argument("--learning-rate", type=float,
-                   default=env_default("LEARNING_RATE", d.learning_rate, float),
-                   help="peak learning rate (env LEARNING_RATE; 5e-6)")
-    g.add_argument("--epochs", type=positive_int("--epochs"), default=d.epochs, help="(1)")
-    g.add_argument("--micro-batch", type=positive_int("--micro-batch"), default=d.micro_batch,
-                   help="pairs per forward pass (2)")
-    g.add_argument("--grad-accum", type=positive_int("--grad-accum"), default=d.grad_accum,
-                   help="micro-batches per optimiser step (4)")
-    g.add_argument("--warmup-ratio", type=float, default=d.warmup_ratio,
-                   help="linear warmup share, then cosine decay (0.1)")
-    g.add_argument("--weight-decay", type=float, default=d.weight_decay, help="AdamW (0.0)")
-    g.add_argument("--max-grad-norm", type=float, default=d.max_grad_norm, help="(1.0)")
-    g.add_argument("--max-length", type=positive_int("--max-length"), default=d.max_length,
-                   help="prompt + completion tokens; longer completions are cut (4096)")
-    g.add_argument("--save-every", type=positive_int("--save-every"), default=d.save_every,
-                   help="optimiser steps between checkpoints (50)")
-    g.add_argument("--keep-checkpoints", type=positive_int("--keep-checkpoints"),
-                   default=d.keep_checkpoints, help="newest checkpoint-N/ folders kept (1)")
-    add_report_to_arg(p)
+def build_parser() -> SettingsParser:
+    p = SettingsParser(DPOConfig, description="DPO (or IPO) with a LoRA on preference pairs built "
+                       "from screening or evaluation outputs; the reference is the base model",
+                       epilog=distributed.launch_help("training/dpo_train.py"))
+    p.add_argument("--resume", nargs="?", const=True, default=None, metavar="CHECKPOINT",
+                   help="continue from CHECKPOINT, or from the output folder's latest when none "
+                   "is named")
+    p.add_argument("--overwrite", action="store_true",
+                   help="delete the output folder's checkpoints first")
     return p
 
 
 def main(argv=None) -> int:
     """Validate everything (flags, pair files, output folder), then load and train."""
-    args = build_parser().parse_args(argv)
-    cfg = DPOConfig(
-        seed=args.seed, learning_rate=args.learning_rate, epochs=args.epochs,
-        micro_batch=args.micro_batch, grad_accum=args.grad_accum, warmup_ratio=args.warmup_ratio,
-        weight_decay=args.weight_decay, max_grad_norm=args.max_grad_norm,
-        save_every=args.save_every, keep_checkpoints=args.keep_checkpoints, model=args.model,
-        beta=args.beta, loss_type=args.loss, lora_r=args.lora_r, lora_alpha=args.lora_alpha,
-        max_length=args.max_length,
-        load_in_4bit=load_in_4bit_flag(args),
-        unsloth=args.unsloth)
+    cfg, args = build_parser().parse(argv)
     cfg.check()
+    if not cfg.pairs_from:
+        raise UsageError("--pairs-from: required (or pairs_from in the --config recipe)")
     check_model_source(cfg.model)
-    pairs = load_pairs(args.pairs_from, args.max_pairs_per_question)
-    out = Path(args.output_dir)
+    pairs = load_pairs(cfg.pairs_from, cfg.max_pairs_per_question)
+    out = Path(cfg.output_dir)
     texts = [{k: v for k, v in dataclasses.asdict(p).items() if k != "source"} for p in pairs]
     fingerprint = run_fingerprint({**cfg.settings(), "pairs": texts})  # same pairs, same run
     settings = {**cfg.settings(), "pairs": len(pairs)}
@@ -402,17 +365,16 @@ def main(argv=None) -> int:
 def _train(cfg: DPOConfig, pairs: list[Pair], out: Path, fingerprint: str, settings: dict,
            args) -> int:
     def prepare():  # rank 0 alone checks (and with --overwrite clears) the output folder
-        found = prepare_output_dir(out, fingerprint, resume=args.resume,
-                                   overwrite=args.overwrite,
-                                   run_files=(LOG_FILE, STATS_FILE, PAIRS_FILE, ADAPTER_DIR,
-                                              *TRACKING_FILES))
-        out.mkdir(parents=True, exist_ok=True)
+        found = prepare_run_dir(cfg, out, fingerprint, resume=args.resume,
+                                overwrite=args.overwrite,
+                                run_files=(LOG_FILE, STATS_FILE, PAIRS_FILE, ADAPTER_DIR,
+                                           *TRACKING_FILES))
         atomic_write_jsonl(out / PAIRS_FILE, [dataclasses.asdict(p) for p in pairs])
         return found
 
     resume_from = distributed.on_main(prepare)
     main = distributed.is_main()
-    tracker = open_tracker(args.report_to, out, run_name=out.name, config=settings, main=main)
+    tracker = open_tracker(cfg.report_to, out, run_name=out.name, config=settings, main=main)
 
     model, tokenizer = load_model(cfg.model, load_in_4bit=cfg.load_in_4bit,
                                   use_unsloth=cfg.unsloth)

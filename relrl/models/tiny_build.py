@@ -1,11 +1,11 @@
 """Build the `tiny` base model: a few-million-parameter Qwen3 pretrained on generated problems.
 
-Recipe: generate problems from every family (generators/), train a byte-level BPE on them,
+Recipe: generate problems from every family (relrl.problems), train a byte-level BPE on them,
 train a fresh Qwen3ForCausalLM on (chat prompt, worked solution) pairs with the loss on the
 solution, then sample fresh problems at temperature 1.0 and report accuracy by family. The
 result is cached under cache_root()/tiny-<version>/ with `accuracy.json` beside the weights;
 the same recipe and seed rebuild the same weights on the same machine, at any thread count
-(another CPU's kernels may round differently: see the README).
+(another CPU's kernels may round differently: see docs/demo.md, The built-in models).
 
 The recipe was sized to build in under 5 minutes on 2 CPU cores; under the pinned package set it
 took 467 s on this 2-core machine. What was tried while sizing it is in RECIPE_NOTES below.
@@ -141,7 +141,7 @@ def _threads(n: int):
 
 
 def _generators():
-    """(all problem families, generate_rows) from generators/."""
+    """(all problem families, generate_rows) from relrl.problems."""
     return list(FAMILIES.values()), generate_rows
 
 

@@ -1,88 +1,157 @@
-"""Every setting of a GRPO run (exp7 and exp10): the study's defaults, checks that name the flag, and
-the settings that make two runs the same run."""
+"""Every setting of a GRPO run (exp7 and exp10), written once: its default (the study's), its help
+and flag (relrl.runtime.config makes the command line and the recipes from them), the checks
+before anything loads, and the settings that make two runs the same run."""
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
-from relrl.engines import (
-    DEFAULT_VLLM_MEMORY,
-    ENGINES,
-    check_memory_fraction,
-)
+import torch
+
+from relrl.engines import DEFAULT_VLLM_MEMORY, ENGINES, SLEEP_MODES, check_memory_fraction, default_engine
 from relrl.grading.scoring import TOLERANCE_RULES
-from relrl.rl.dynamic_sampling import (
-    INFORMATIVE_BY,
-)
-from relrl.rl.grpo_loss import (
-    ADVANTAGE_MODES,
-    AGGREGATIONS,
-)
-from relrl.runtime.cli import (
-    UsageError,
-)
+from relrl.rl.dynamic_sampling import INFORMATIVE_BY, SCHEMES
+from relrl.rl.grpo_loss import ADVANTAGE_MODES, AGGREGATIONS
+from relrl.runtime.cli import UsageError
+from relrl.runtime.config import LOAD_IN_4BIT, check_fields, fingerprint_settings, flag_of, setting
+from relrl.runtime.tracking import REPORT_TO
 
 DEFAULT_MODEL = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
+ROLLOUTS, SAMPLING, OPTIMISATION = "rollouts", "dynamic sampling", "optimisation"
+LOSS, VALIDATION = "loss", "validation and checkpoints"
+
+
+def _cuda() -> bool:
+    return torch.cuda.is_available()
 
 
 @dataclass
 class GRPOConfig:
     """Every setting of a run; defaults are the study's (exp7)."""
-    model: str = DEFAULT_MODEL
-    dataset: str = ""
-    val_dataset: str | None = None
-    sft_adapter: str | None = None  # warm start: this adapter is trained further
-    output_dir: str = "outputs/grpo_exp7"
-    seed: int = 0
-    lora_r: int = 32  # a new LoRA's rank and alpha (a warm-start adapter keeps its own)
-    lora_alpha: int = 32
-    load_in_4bit: bool | None = None
-    unsloth: bool = False
+    model: str = setting(DEFAULT_MODEL, "base model: hub id, folder, tiny or tiny-random")
+    dataset: str = setting("", "training questions, JSONL (the study: the 266 mixed questions)",
+                           env="DATASET_PATH")
+    val_dataset: str | None = setting(None, "validation questions: accuracy every --val-every "
+                                      "useful steps, best adapter kept in best/")
+    sft_adapter: str | None = setting(None, "SFT LoRA to start from and train further; required",
+                                      env="SFT_LORA_PATH")
+    output_dir: str = setting("outputs/grpo_exp7", "checkpoints, logs, statistics",
+                              env="OUTPUT_DIR", fingerprint=False)
+    seed: int = setting(0, "run seed")
+    # a new LoRA's rank and alpha (a warm-start adapter keeps its own)
+    lora_r: int = setting(32, "LoRA rank", positive=True)
+    lora_alpha: int = setting(32, "LoRA alpha", positive=True)
+    load_in_4bit: bool | None = setting(None, "auto: 4-bit NF4 on CUDA for hub/local models, "
+                                        "float32 on the CPU", choices=LOAD_IN_4BIT)
+    unsloth: bool = setting(False, "load through Unsloth (CUDA only)")
     # rollouts
-    num_generations: int = 4
-    temperature: float = 1.0
-    top_p: float = 0.95
-    top_k: int = 0  # 0: off (the study's generate inherited Qwen3's 20: see the README)
-    max_new_tokens: int = 3072
-    gen_micro_batch: int = 32
-    tolerance: float = 0.05
-    tolerance_rule: str = "study"  # or "complement" (relrl.grading.grader)
-    reward: str = "grader"  # or "digit-share", a toy reward for smoke tests
-    rollout_engine: str = "hf"  # or "vllm"
-    vllm_gpu_memory_utilization: float = DEFAULT_VLLM_MEMORY
+    rollout_engine: str = setting(
+        "hf", "hf: batched Hugging Face generate; vllm: vLLM (continuous batching, paged KV "
+        "cache, LoRA served unmerged)", choices=ENGINES, group=ROLLOUTS,
+        default_here=default_engine, default_text="vllm on a CUDA machine where vLLM is "
+        "installed, else hf")
+    vllm_gpu_memory_utilization: float = setting(
+        DEFAULT_VLLM_MEMORY, "share of GPU memory vLLM may take for weights and KV cache (the "
+        "default leaves room for the 4-bit policy and its update; ~0.85 when nothing else "
+        "shares the GPU)", group=ROLLOUTS, fingerprint=False)
+    vllm_sleep: str = setting(
+        "auto", "put vLLM to sleep (weights to pinned host memory, KV cache freed) during each "
+        "update: on, off, or auto: only when its memory share and the update's estimated peak "
+        "do not fit the GPU together (docs/engines.md); a no-op without CUDA",
+        choices=SLEEP_MODES, group=ROLLOUTS, fingerprint=False)
+    num_generations: int = setting(4, "completions per question (G)", aliases=("-G",),
+                                   group=ROLLOUTS)
+    temperature: float = setting(1.0, "sampling temperature", group=ROLLOUTS)
+    top_p: float = setting(0.95, "nucleus sampling", group=ROLLOUTS)
+    # the study's generate inherited Qwen3's 20 (README); a truncation like top-p, which biases
+    # the trainer/sampler ratio of --tis-cap since vLLM reports log-probs before truncation
+    top_k: int = setting(0, "sample among the K likeliest tokens only (0: off)", group=ROLLOUTS)
+    max_new_tokens: int = setting(3072, "max completion length", positive=True, group=ROLLOUTS,
+                                  default_here=lambda: 3072 if _cuda() else 256,
+                                  default_text="3072 on CUDA, 256 on the CPU")
+    gen_micro_batch: int = setting(32, "sequences per generate call: speed only", positive=True,
+                                   group=ROLLOUTS, fingerprint=False)
+    tolerance: float = setting(0.05, "relative error counted correct", group=ROLLOUTS)
+    tolerance_rule: str = setting(
+        "study", "study: relative error, the study's rule; complement: a probability target t "
+        "is judged on min(t, 1 - t), a reliability near 1 on its failure probability",
+        choices=TOLERANCE_RULES, group=ROLLOUTS)
+    reward: str = setting("grader", "grader: the study's graded answer reward; digit-share: a "
+                          "toy reward (share of digits) for smoke tests with tiny-random",
+                          choices=("grader", "digit-share"), group=ROLLOUTS)
+    overlong_buffer: int = setting(0, "DAPO soft overlong penalty over the last N tokens (0: off)",
+                                   group=ROLLOUTS)
+    mask_truncated: bool = setting(False, "truncated completions add nothing to the loss (DAPO "
+                                   "overlong filtering)", group=ROLLOUTS)
     # dynamic sampling
-    sampling_mode: str = "step"  # "step": one question per call; "batch": gen_batch per call
-    gen_batch: int = 8
-    max_resample: int = 10  # draws (step mode) or rounds (batch mode) before a step gives up
-    max_total_attempts: int = 1000  # groups generated over the whole run
-    pass_rate_sampler: bool = False
-    pass_rate_scheme: str = "plug-in"  # or "predictive" (relrl.rl.dynamic_sampling.SCHEMES)
-    # which groups train (relrl.rl.dynamic_sampling): "correct", or "reward" (the study's rule);
+    sampling_mode: str = setting(
+        "step", "step: one question per generation call, redrawn until informative (the "
+        "study); batch: --gen-batch questions per call (the DAPO paper; fewer generation calls "
+        "per update: docs/engines.md)", choices=("step", "batch"), group=SAMPLING,
+        default_here=lambda: "batch" if _cuda() else "step",
+        default_text="batch on CUDA, step on the CPU")
+    gen_batch: int = setting(8, "questions per generation call in batch mode", positive=True,
+                             group=SAMPLING)
+    max_resample: int = setting(10, "draws (batch mode: rounds) before a step gives up",
+                                positive=True, group=SAMPLING)
+    max_total_attempts: int = setting(1000, "cap on groups generated, useful or not",
+                                      flag="--max-total-steps", positive=True,
+                                      env="MAX_TOTAL_STEPS", group=SAMPLING, fingerprint=False)
     # None: "correct", but "reward" for the toy digit-share reward, which is never right
-    informative_by: str | None = None
+    informative_by: str | None = setting(
+        None, "which groups train: correct: some of the G answers right and some wrong; "
+        "reward: any two rewards differ, the study's rule, under which a group told apart only "
+        "by format or partial credit trains too", choices=INFORMATIVE_BY, group=SAMPLING,
+        default_text="correct; reward with --reward digit-share, whose answers are never right")
+    pass_rate_sampler: bool = setting(False, "prefer questions whose recent pass rate makes an "
+                                      "informative group likely", group=SAMPLING)
+    pass_rate_scheme: str = setting(
+        "plug-in", "with --pass-rate-sampler: plug-in (v1, weighted draws) or predictive (v2, "
+        "the likeliest informative; benchmarks/sampler_simulation.py)", choices=SCHEMES,
+        group=SAMPLING)
     # optimisation
-    max_useful_steps: int = 200
-    learning_rate: float = 1e-5
-    weight_decay: float = 0.1
-    warmup_ratio: float = 0.1
-    grad_accum: int = 4  # informative groups per optimiser update
-    train_micro_batch: int = 4  # completions per forward/backward pass: memory, not maths
-    max_grad_norm: float = 0.1
-    num_iterations: int = 1
+    max_useful_steps: int = setting(200, "informative groups to train on", positive=True,
+                                    env="MAX_USEFUL_STEPS", group=OPTIMISATION)
+    learning_rate: float = setting(1e-5, "peak learning rate", env="LEARNING_RATE",
+                                   group=OPTIMISATION)
+    weight_decay: float = setting(0.1, "AdamW weight decay", group=OPTIMISATION)
+    warmup_ratio: float = setting(0.1, "share of updates with linear warmup, then cosine",
+                                  group=OPTIMISATION)
+    grad_accum: int = setting(4, "informative groups per optimiser update", positive=True,
+                              group=OPTIMISATION)
+    train_micro_batch: int = setting(4, "completions per forward/backward pass: memory only, "
+                                     "the same update", positive=True, group=OPTIMISATION,
+                                     fingerprint=False)
+    max_grad_norm: float = setting(0.1, "gradient clipping norm", group=OPTIMISATION)
+    num_iterations: int = setting(1, "updates per rollout batch", positive=True,
+                                  group=OPTIMISATION)
     # loss
-    advantage: str = "group_norm"
-    clip_low: float = 0.2
-    clip_high: float = 0.28
-    beta: float = 0.0
-    aggregation: str = "token_mean"
-    overlong_buffer: int = 0  # DAPO soft overlong penalty over the last N tokens (0: off)
-    mask_truncated: bool = False  # truncated completions add nothing to the loss
-    tis_cap: float = 2.0  # truncated importance sampling cap on trainer/sampler (0: off)
+    advantage: str = setting("group_norm", "group_norm: (r - mean) / (std + eps); mean_only: "
+                             "r - mean (Dr. GRPO)", choices=ADVANTAGE_MODES, group=LOSS)
+    clip_low: float = setting(0.2, "lower clip of the policy ratio", group=LOSS)
+    clip_high: float = setting(0.28, "upper clip of the policy ratio (clip-higher)", group=LOSS)
+    beta: float = setting(0.0, "k3 KL coefficient to the adapter-off reference", env="BETA",
+                          group=LOSS)
+    aggregation: str = setting("token_mean", "token_mean (DAPO), seq_mean_token_mean (GRPO), "
+                               "seq_sum_constant (Dr. GRPO)", choices=AGGREGATIONS, group=LOSS)
+    tis_cap: float = setting(
+        2.0, "truncated importance sampling: each token's surrogate weighted by "
+        "min(p_trainer / p_sampler, C), with the vLLM engine's sampler log-probs (0: off; the "
+        "hf engine samples from the trainer itself: no weight)", group=LOSS)
     # validation and checkpoints
-    save_every: int = 20
-    val_every: int = 20
-    val_samples: int = 1  # completions per validation question (accuracy over all of them)
-    patience: int = 0  # stop after this many validations without a new best (0: never)
+    save_every: int = setting(20, "checkpoint every N useful steps", positive=True,
+                              group=VALIDATION)
+    val_every: int = setting(20, "validate every N useful steps", positive=True,
+                             group=VALIDATION)
+    val_samples: int = setting(1, "completions per validation question; more steadies the "
+                               "choice of the best checkpoint", positive=True, group=VALIDATION)
+    # the validation questions' fingerprint already counts the ones kept
+    val_limit: int | None = setting(None, "validate on the first N validation questions only",
+                                    positive=True, group=VALIDATION, fingerprint=False)
+    patience: int = setting(0, "stop after N validations without a new best (0: never)",
+                            group=VALIDATION)
+    report_to: str = setting("none", "also log the training curves to TensorBoard "
+                             "(<output-dir>/tensorboard) or Weights & Biases (honours "
+                             "WANDB_MODE=offline)", choices=REPORT_TO, fingerprint=False)
 
     def __post_init__(self):
         if self.informative_by is None:
@@ -90,53 +159,35 @@ class GRPOConfig:
 
     def check(self) -> None:
         """Refuse impossible settings, naming the flag, before anything is loaded."""
-        def need(ok, flag, why):
+        def need(ok, name, why):
             if not ok:
-                raise UsageError(f"{flag}: {why}")
-        need(self.num_generations >= 2, "--num-generations", "GRPO compares completions within "
+                raise UsageError(f"{flag_of(self, name)}: {why}")
+        need(self.num_generations >= 2, "num_generations", "GRPO compares completions within "
              f"a group, so G must be >= 2, got {self.num_generations}")
-        need(self.clip_low >= 0, "--clip-low", f"must be >= 0, got {self.clip_low}")
-        need(self.clip_low < 1, "--clip-low", f"must be < 1, got {self.clip_low}")
-        need(self.clip_high >= 0, "--clip-high", f"must be >= 0, got {self.clip_high}")
-        need(self.beta >= 0, "--beta", f"must be >= 0, got {self.beta}")
-        need(self.learning_rate > 0, "--learning-rate", f"must be > 0, got {self.learning_rate}")
-        need(0 <= self.warmup_ratio < 1, "--warmup-ratio",
+        check_fields(self)
+        need(0 <= self.clip_low < 1, "clip_low", f"must be in [0, 1), got {self.clip_low}")
+        need(self.clip_high >= 0, "clip_high", f"must be >= 0, got {self.clip_high}")
+        need(self.beta >= 0, "beta", f"must be >= 0, got {self.beta}")
+        need(self.learning_rate > 0, "learning_rate", f"must be > 0, got {self.learning_rate}")
+        need(0 <= self.warmup_ratio < 1, "warmup_ratio",
              f"must be in [0, 1), got {self.warmup_ratio}")
-        need(self.max_grad_norm > 0, "--max-grad-norm", f"must be > 0, got {self.max_grad_norm}")
-        need(self.weight_decay >= 0, "--weight-decay", f"must be >= 0, got {self.weight_decay}")
-        need(self.temperature > 0, "--temperature", f"must be > 0, got {self.temperature}")
-        need(0 < self.top_p <= 1, "--top-p", f"must be in (0, 1], got {self.top_p}")
-        need(self.top_k >= 0, "--top-k", f"must be >= 1 (or 0: off), got {self.top_k}")
-        need(0 <= self.overlong_buffer < self.max_new_tokens, "--overlong-buffer",
+        need(self.max_grad_norm > 0, "max_grad_norm", f"must be > 0, got {self.max_grad_norm}")
+        need(self.weight_decay >= 0, "weight_decay", f"must be >= 0, got {self.weight_decay}")
+        need(self.temperature > 0, "temperature", f"must be > 0, got {self.temperature}")
+        need(0 < self.top_p <= 1, "top_p", f"must be in (0, 1], got {self.top_p}")
+        need(self.top_k >= 0, "top_k", f"must be >= 1 (or 0: off), got {self.top_k}")
+        need(0 <= self.overlong_buffer < self.max_new_tokens, "overlong_buffer",
              f"must be in [0, max_new_tokens), got {self.overlong_buffer}")
-        need(self.tolerance >= 0, "--tolerance", f"must be >= 0, got {self.tolerance}")
-        need(self.tolerance_rule in TOLERANCE_RULES, "--tolerance-rule", "study or complement")
-        need(self.advantage in ADVANTAGE_MODES, "--advantage", f"one of {ADVANTAGE_MODES}")
-        need(self.aggregation in AGGREGATIONS, "--aggregation", f"one of {AGGREGATIONS}")
-        need(self.sampling_mode in ("step", "batch"), "--sampling-mode", "step or batch")
-        need(self.informative_by in INFORMATIVE_BY, "--informative-by", "correct or reward")
-        need(self.reward in ("grader", "digit-share"), "--reward", "grader or digit-share")
-        for name in ("max_new_tokens", "gen_micro_batch", "gen_batch", "max_resample",
-                     "max_total_attempts", "max_useful_steps", "grad_accum", "num_iterations",
-                     "train_micro_batch", "save_every", "val_every", "val_samples", "lora_r",
-                     "lora_alpha"):
-            flag = "--max-total-steps" if name == "max_total_attempts" else \
-                "--" + name.replace("_", "-")
-            need(getattr(self, name) >= 1, flag, f"must be >= 1, got {getattr(self, name)}")
-        need(self.patience >= 0, "--patience", f"must be >= 0, got {self.patience}")
-        need(self.tis_cap >= 0, "--tis-cap", f"must be >= 0 (0: off), got {self.tis_cap}")
-        need(self.rollout_engine in ENGINES, "--rollout-engine", f"one of {ENGINES}")
+        need(self.tolerance >= 0, "tolerance", f"must be >= 0, got {self.tolerance}")
+        need(self.patience >= 0, "patience", f"must be >= 0, got {self.patience}")
+        need(self.tis_cap >= 0, "tis_cap", f"must be >= 0 (0: off), got {self.tis_cap}")
         check_memory_fraction(self.vllm_gpu_memory_utilization)
 
     def settings(self) -> dict:
-        """The settings that make two runs the same run. Left out: the output folder, the
-        micro-batch sizes and vLLM's memory share (speed and memory only) and the cap on
-        generated groups."""
-        out = dataclasses.asdict(self)
-        for key in ("output_dir", "max_total_attempts", "gen_micro_batch", "train_micro_batch",
-                    "vllm_gpu_memory_utilization"):
-            out.pop(key)
-        # Added later: left out at their defaults, so runs from before still resume.
+        """The settings that make two runs the same run: the fields not marked speed, memory
+        or bookkeeping only (fingerprint=False)."""
+        out = fingerprint_settings(self)
+        # Settings added after runs were recorded: left out at their defaults, so those resume.
         for key, default in (("pass_rate_scheme", "plug-in"), ("val_samples", 1),
                              ("tolerance_rule", "study"), ("top_k", 0)):
             if out[key] == default:
