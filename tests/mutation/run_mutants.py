@@ -44,7 +44,7 @@ MODULES = {
     "grading.scoring": ["tests/test_grading.py", "tests/test_grading_complement.py",
                         "tests/test_grading_number_edges.py", "tests/test_grading_values.py",
                         "tests/test_grading_patterns.py"],
-    "grading.target_kind": ["tests/test_grading_complement.py"],
+    "grading.target_kind": ["tests/test_grading_complement.py", "tests/test_generator_target_kinds.py"],
     "evaluation.stats": ["tests/test_stats.py"],
     # the bf16 autograd function and Unsloth's packed rows are tested with the GPU stack
     "modeling.logprobs": ["tests/test_logprobs.py", "tests/test_logprobs_edges.py", "tests/test_gpu_stack.py"],
