@@ -1,5 +1,5 @@
-"""What a GRPO run reports: per-group metrics of an update, the log line of a useful step, and
-the run's statistics.
+"""What a GRPO run reports: per-group metrics of an update, the log line of a useful step (and
+the log cut back to a checkpoint on resume), and the run's statistics.
 
 An update measures each completion (row) of its micro-batches and adds the rows up by group,
 in one place (group_metrics). Two kinds of row sums:
@@ -12,10 +12,13 @@ batch's.
 """
 from __future__ import annotations
 
+import json
 import statistics
+from pathlib import Path
 
 import torch
 
+from relrl.data.dataset_io import atomic_write_jsonl
 from relrl.rl.dynamic_sampling import WASTE_KINDS, Group
 from relrl.rl.grpo_loss import LossTerms
 
@@ -105,3 +108,18 @@ def run_statistics(counters: dict, *, updates: int, stats: dict, best: dict | No
         "stopped_by": stopped_by,
         "settings": settings,
     }
+
+
+def trim_log(log: Path, last_step: int) -> None:
+    """Keep the lines of train_log.jsonl up to a checkpoint's step, for a run resumed from it."""
+    if not log.exists():
+        return
+    kept = []
+    for line in log.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:  # a line cut short by the kill
+            continue
+        if record["step"] <= last_step:
+            kept.append(record)
+    atomic_write_jsonl(log, kept)

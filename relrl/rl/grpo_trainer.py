@@ -38,7 +38,7 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from relrl.data.dataset_io import atomic_write_json, atomic_write_jsonl
+from relrl.data.dataset_io import atomic_write_json
 from relrl.data.prompting import build_prompt
 from relrl.engines import (
     Engine,
@@ -70,6 +70,7 @@ from relrl.rl.grpo_metrics import (
     progress_line,
     run_statistics,
     step_record,
+    trim_log,
 )
 from relrl.runtime import distributed
 from relrl.runtime.checkpointing import (
@@ -97,6 +98,8 @@ class FirstPass:
 
 
 class GRPOTrainer:
+    """GRPO with dynamic sampling on a model with a trainable adapter (module docstring)."""
+
     def __init__(self, cfg: GRPOConfig, model, tokenizer, rows: list[dict],
                  val_rows: list[dict] | None = None, *, reward_fn: RewardFn | None = None,
                  settings: dict | None = None, fingerprint: str = "",
@@ -321,17 +324,8 @@ class GRPOTrainer:
         self.last_val_step = state["last_val_step"]
         self.last_save_step = self.useful_steps
         self.engine_synced = False
-        log = self.out / LOG_FILE
-        if log.exists() and distributed.is_main():  # keep lines up to the checkpoint
-            kept = []
-            for line in log.read_text(encoding="utf-8").splitlines():
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:  # a line cut short by the kill
-                    continue
-                if record["step"] <= self.useful_steps:
-                    kept.append(record)
-            atomic_write_jsonl(log, kept)
+        if distributed.is_main():
+            trim_log(self.out / LOG_FILE, self.useful_steps)
 
     def statistics(self, stopped_by: str) -> dict:
         return run_statistics(self.sampler.counters.to_dict(), updates=self.updates,
@@ -447,7 +441,7 @@ class GRPOTrainer:
                 bar.update(len(groups))
                 if self.due(cfg.save_every, self.last_save_step):
                     self.save()
-        self.stop = StopFlag.never()
+        self.stop = StopFlag.never()  # a rollout after the run is not this run's to stop
         if signal_name is not None:
             return self.finish(signal_name)
         if self.val_rows and self.useful_steps and self.last_val_step != self.useful_steps:
