@@ -29,8 +29,8 @@ from study.replication_report import records
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- reanalysis:start -->", "<!-- reanalysis:end -->"
 TOLERANCE = 0.05  # every committed result was graded at 5%
-# Data settings of each run, as demo.py's CONFIGS held them ("full" for seed 0, "replication"
-# for the others), and the commit whose generator made the data: the stages' recorded code
+# Data settings of each run, as recipes/demo/full.yaml (seed 0) and recipes/demo/replication.yaml
+# (the others) hold them, and the commit whose generator made the data: the stages' recorded code
 # for the replication, the commit that added the results for the development seeds (the
 # generator did not change between their runs and those commits).
 DATA = {"n_master": 2800, "paraphrases": 2, "val_frac": 0.08, "holdout_frac": 0.6,
