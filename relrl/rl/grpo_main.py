@@ -56,7 +56,9 @@ def resolve_sft_adapter(adapter: str | None, fold: int | None) -> str:
         raise UsageError("--sft-adapter: required (or set SFT_LORA_PATH); "
                          "use grpo_exp10_nosft.py to start from a fresh LoRA")
     path = Path(adapter)
-    if fold is not None:  # sft_qwen3_kfold.py writes <output>/adapters/fold_<k>/
+    # sft_qwen3_kfold.py writes <output>/adapters/fold_<k>/; a rerun's config.yaml names the
+    # fold's own folder, which FOLD may still point at
+    if fold is not None and path.name != f"fold_{fold}":
         found = [p / f"fold_{fold}" for p in (path, path / "adapters")]
         found = [p for p in found if p.is_dir()]
         if not found:
