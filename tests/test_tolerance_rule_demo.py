@@ -48,4 +48,8 @@ def test_the_study_rule_leaves_the_commands_as_they_were(tmp_path, monkeypatch):
     (["--fast", "--tolerance-rule", "complement"], "-fast-complement"),
 ])
 def test_default_folders_keep_rules_apart(argv, suffix):
-    assert demo.folder_suffix(demo.parse_args(argv)) == suffix
+    args = demo.parse_args(argv)
+    name = "fast" if "--fast" in argv else "full"
+    assert demo.folder_suffix(args, name, replicated=False) == suffix
+    assert demo.folder_suffix(args, "replication-fast" if "--fast" in argv else "replication",
+                              replicated=True) == suffix

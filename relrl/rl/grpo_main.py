@@ -87,12 +87,13 @@ def main(variant: str, argv=None, *, reward_fn: RewardFn | None = None) -> int:
                 "val_fingerprint": questions_fingerprint(val_rows) if val_rows else None}
     fingerprint = run_fingerprint(settings)
     distributed.setup()  # torchrun / srun: one rank per process; else a no-op
+    # A missing package stops every rank before anything is written or loaded (the tracker
+    # writes nothing before its first step); rank 0 alone reports.
+    tracker = open_tracker(cfg.report_to, cfg.output_dir, run_name=Path(cfg.output_dir).name,
+                           config=settings, main=distributed.is_main())
     resume_from = distributed.on_main(lambda: prepare_run_dir(
         cfg, cfg.output_dir, fingerprint, resume=args.resume, overwrite=args.overwrite,
         run_files=(LOG_FILE, STATS_FILE, *TRACKING_FILES), exclude=spec["exclude"]))
-    # a missing package stops every rank before the model loads; rank 0 alone reports
-    tracker = open_tracker(cfg.report_to, cfg.output_dir, run_name=Path(cfg.output_dir).name,
-                           config=settings, main=distributed.is_main())
 
     torch.manual_seed(cfg.seed)  # a new LoRA's initial weights (the same on every rank)
     model, tokenizer = load_model(cfg.model, load_in_4bit=cfg.load_in_4bit,

@@ -26,13 +26,6 @@ REPORT_TO = ("none", "tensorboard", "wandb")
 RUN_FILES = ("tensorboard", "wandb")  # what --overwrite clears with the logs
 
 
-def add_report_to_arg(parser) -> None:
-    parser.add_argument("--report-to", choices=REPORT_TO, default="none",
-                        help="also log the training curves to TensorBoard (<output-dir>/"
-                        "tensorboard) or Weights & Biases (honours WANDB_MODE=offline); "
-                        "default none")
-
-
 def scalars(metrics: dict, prefix: str = "") -> dict[str, float]:
     """The numeric fields of a log record, nested dicts flattened to "outer/inner"."""
     out = {}
