@@ -12,7 +12,7 @@ from relrl.engines import TOP_K_HELP, add_engine_args
 from relrl.evaluation.guess_baselines import describe, score_baselines, with_baselines
 from relrl.evaluation.model_results import compare_models, load_model_result, with_records
 from relrl.evaluation.runner import ModelRun, check_rows, model_generator, progress_path
-from relrl.evaluation.settings import EvalSettings
+from relrl.evaluation.settings import EvalSettings, check_sampling_values
 from relrl.evaluation.shards import (
     load_shards,
     merged_model_result,
@@ -86,14 +86,7 @@ def add_eval_args(parser, *, samples: int = 1, temperature: float = 1.0, shards:
 
 
 def settings_from_args(args) -> EvalSettings:
-    if not args.temperature > 0:
-        raise UsageError(f"--temperature: must be > 0, got {args.temperature}")
-    if not 0 < args.top_p <= 1:
-        raise UsageError(f"--top-p: must be in (0, 1], got {args.top_p}")
-    if not args.top_k >= 0:
-        raise UsageError(f"--top-k: must be >= 1 (or 0: off), got {args.top_k}")
-    if not args.tolerance >= 0:
-        raise UsageError(f"--tolerance: must be >= 0, got {args.tolerance}")
+    check_sampling_values(args.temperature, args.top_p, args.top_k, args.tolerance)
     return EvalSettings(samples=args.samples, seed=args.seed, temperature=args.temperature,
                         top_p=args.top_p, top_k=args.top_k, max_new_tokens=args.max_new_tokens,
                         tolerance=args.tolerance, tolerance_rule=args.tolerance_rule,

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from relrl.runtime.cli import UsageError
+
 
 @dataclass(frozen=True)
 class EvalSettings:
@@ -32,3 +34,17 @@ class EvalSettings:
 def settings_of(result: dict) -> EvalSettings:
     """The settings a model result was sampled and graded with."""
     return EvalSettings(**result["settings"])
+
+
+def check_sampling_values(temperature: float, top_p: float, top_k: int, tolerance: float,
+                          prefix: str = "--") -> None:
+    """Refuse impossible evaluation sampling and grading values, naming the flag (`prefix` is
+    "--eval-" where a trainer's own sampling flags sit beside these)."""
+    if not temperature > 0:
+        raise UsageError(f"{prefix}temperature: must be > 0, got {temperature}")
+    if not 0 < top_p <= 1:
+        raise UsageError(f"{prefix}top-p: must be in (0, 1], got {top_p}")
+    if not top_k >= 0:
+        raise UsageError(f"{prefix}top-k: must be >= 1 (or 0: off), got {top_k}")
+    if not tolerance >= 0:
+        raise UsageError(f"--tolerance: must be >= 0, got {tolerance}")

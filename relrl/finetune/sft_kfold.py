@@ -28,7 +28,7 @@ from relrl.evaluation.cli import model_label
 from relrl.evaluation.model_results import compare_models
 from relrl.evaluation.results_io import pair_accuracies, read_result, records_path, write_result
 from relrl.evaluation.runner import check_rows, progress_path, score_model
-from relrl.evaluation.settings import EvalSettings
+from relrl.evaluation.settings import EvalSettings, check_sampling_values
 from relrl.evaluation.stats import mcnemar
 from relrl.finetune.epoch_loop import LOG_FILE, STATS_FILE
 from relrl.finetune.examples import build_examples
@@ -264,14 +264,8 @@ class KFoldConfig(SFTConfig):
 
     def check(self) -> None:
         super().check()
-        if not self.eval_temperature > 0:
-            raise UsageError(f"--eval-temperature: must be > 0, got {self.eval_temperature}")
-        if not 0 < self.eval_top_p <= 1:
-            raise UsageError(f"--eval-top-p: must be in (0, 1], got {self.eval_top_p}")
-        if not self.eval_top_k >= 0:
-            raise UsageError(f"--eval-top-k: must be >= 1 (or 0: off), got {self.eval_top_k}")
-        if not self.tolerance >= 0:
-            raise UsageError(f"--tolerance: must be >= 0, got {self.tolerance}")
+        check_sampling_values(self.eval_temperature, self.eval_top_p, self.eval_top_k,
+                              self.tolerance, prefix="--eval-")
 
 
 def build_parser(default_model: str, default_output: str, about: str) -> SettingsParser:
