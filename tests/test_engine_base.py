@@ -6,7 +6,6 @@ from relrl.engines.base import (
     Engine,
     SamplingConfig,
     encode_prompts,
-    make_completion,
     question_seed,
     sample_seed,
     stop_token_ids,
@@ -57,17 +56,6 @@ def test_bad_prompts_are_refused_with_what_is_wrong(prompts, n, seeds, error, me
     with pytest.raises(error) as exc:
         encode_prompts(FakeTokenizer(), prompts, n, seeds)
     assert str(exc.value) == message
-
-
-def test_completion_is_cut_after_its_first_stop_token_with_its_logprobs():
-    tok = FakeTokenizer()
-    done = make_completion(tok, [104, 105, 7, 120, 2], [1, 2, 3], {7, 2},
-                           logprobs=[-0.1, -0.2, -0.3, -0.4, -0.5])
-    assert done.token_ids == [104, 105, 7] and done.text == "hi" and not done.truncated
-    assert done.logprobs == [-0.1, -0.2, -0.3] and done.prompt_ids == [1, 2, 3]
-    cut = make_completion(tok, [104, 105], [1], {7}, logprobs=[-0.1, -0.2])
-    assert cut.truncated and cut.logprobs == [-0.1, -0.2]
-    assert make_completion(tok, [104], [1], {7}).logprobs is None  # HF reports none
 
 
 def test_stop_tokens_are_the_chat_end_tokens_the_vocabulary_has_and_eos():

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from relrl.runtime.cli import UsageError
+from relrl.tools.protocol import DEFAULT_MAX_TOOL_CALLS, TOOL_CHOICES
 
 STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
 ENGINES = ("hf", "vllm")
@@ -40,6 +41,8 @@ class SamplingConfig:
     top_k: int = 0
     micro_batch: int = 32
     do_sample: bool = True  # False: greedy decoding, temperature and top_p unused
+    tools: str = "none"  # --tools: "calculator" runs the model's tool calls (relrl.engines.tool_loop)
+    max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS  # calls a completion may make; more are not run
 
     def __post_init__(self):
         if not self.max_new_tokens > 0:
@@ -53,17 +56,40 @@ class SamplingConfig:
             raise UsageError(f"--top-k: must be >= 1 (or 0: off), got {self.top_k}")
         if not self.micro_batch >= 1:
             raise UsageError(f"--micro-batch: must be >= 1, got {self.micro_batch}")
+        if self.tools not in TOOL_CHOICES:
+            raise UsageError(f"--tools: one of {', '.join(TOOL_CHOICES)}, got {self.tools!r}")
+        if not self.max_tool_calls >= 0:
+            raise UsageError(f"--max-tool-calls: must be >= 0, got {self.max_tool_calls}")
 
 
 @dataclass
 class Completion:
-    text: str  # decoded without special tokens
-    token_ids: list[int]  # sampled tokens, ending with the stop token unless truncated
+    text: str  # the model's last turn, decoded without special tokens: what the grader reads
+    # Every token after the prompt: the sampled ones and, with tools, the ones the engine
+    # inserted (tool answers and the next assistant prefix); ends with the stop token unless
+    # truncated. The trainer scores exactly these ids.
+    token_ids: list[int]
     prompt_ids: list[int]
-    truncated: bool  # hit max_new_tokens before a stop token
-    # The sampler's log-prob of each sampled token under the unmodified (temperature 1, no
-    # top-p or top-k) distribution, when the engine reports them (vLLM); None otherwise (HF).
+    truncated: bool  # the model's own tokens hit max_new_tokens (or the context) before a stop
+    # The sampler's log-prob of each token under the unmodified (temperature 1, no top-p or
+    # top-k) distribution, when the engine reports them (vLLM; 0.0 where inserted); None (HF).
     logprobs: list[float] | None = None
+    # 1 where the model sampled the token, 0 where the engine inserted it; None: all sampled.
+    # Inserted tokens stay out of the loss, the KL, the entropy, the importance ratio, the
+    # overlong penalty and the SFT labels.
+    sampled_mask: list[int] | None = None
+    transcript: str = ""  # the whole completion decoded, tool calls and answers included
+    tool_calls: int = 0   # calls answered
+    tool_errors: int = 0  # of which answered with an error (malformed call or tool error)
+
+    def __post_init__(self):
+        if not self.transcript:
+            self.transcript = self.text
+
+    @property
+    def sampled_tokens(self) -> int:
+        """How many of token_ids the model sampled (what --max-new-tokens limits)."""
+        return len(self.token_ids) if self.sampled_mask is None else sum(self.sampled_mask)
 
 
 def _hash_seed(*parts) -> int:
@@ -79,6 +105,12 @@ def question_seed(base_seed: int, qid) -> int:
 def sample_seed(seed: int, index: int) -> int:
     """The seed of sample `index` of a question whose seed is `seed`."""
     return _hash_seed("sample", seed, index)
+
+
+def turn_seed(seed: int, turn: int) -> int:
+    """The seed of turn `turn` of a sample seeded `seed` (turn 0, before any tool call: `seed`
+    itself, so a completion without tool calls is the one a run without tools samples)."""
+    return seed if turn == 0 else _hash_seed("turn", seed, turn)
 
 
 def stop_token_ids(tokenizer) -> list[int]:
@@ -99,17 +131,6 @@ def encode_prompts(tokenizer, prompts: list[str], n: int, seeds: list[int]) -> l
     if any(len(e) == 0 for e in encoded):
         raise UsageError("empty prompt")
     return encoded
-
-
-def make_completion(tokenizer, tokens: list[int], prompt_ids: list[int], stops: set[int],
-                    logprobs: list[float] | None = None) -> Completion:
-    """Cut at the first stop token (kept); no stop token means truncated."""
-    end = next((k for k, t in enumerate(tokens) if t in stops), None)
-    kept = tokens if end is None else tokens[:end + 1]
-    if logprobs is not None:
-        logprobs = list(logprobs[:len(kept)])
-    return Completion(text=tokenizer.decode(kept, skip_special_tokens=True), token_ids=kept,
-                      prompt_ids=list(prompt_ids), truncated=end is None, logprobs=logprobs)
 
 
 class Engine:

@@ -14,6 +14,8 @@ it, and a script loads Unsloth's model after importing this package.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
+from functools import partial
 from typing import Callable
 
 import torch
@@ -23,11 +25,9 @@ from relrl.engines.base import (
     Engine,
     GenerationStopped,
     SamplingConfig,
-    encode_prompts,
-    make_completion,
-    sample_seed,
     stop_token_ids,
 )
+from relrl.engines.tool_loop import Request, run_rollouts
 from relrl.modeling.loading import device_of, generation_mode, reference_policy
 
 
@@ -109,36 +109,35 @@ def _left_pad(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.T
     return ids, mask
 
 
-def generate(model, tokenizer, prompts: list[str], n: int, seeds: list[int],
-             config: SamplingConfig,
-             should_stop: Callable[[], bool] | None = None) -> list[list[Completion]]:
-    """n completions per prompt: result[i][j] is sample j of prompts[i], seeded by
-    sample_seed(seeds[i], j). Raises GenerationStopped when `should_stop` says yes."""
+def sample_round(model, tokenizer, requests: list[Request], config: SamplingConfig,
+                 should_stop: Callable[[], bool] | None = None) -> list[tuple[list[int], None]]:
+    """One turn for each request (relrl.engines.tool_loop): its ids through `model.generate` in
+    micro-batches with left padding, row r sampled with its own seed. No log-probs."""
     from transformers import LogitsProcessorList, StoppingCriteriaList
 
-    encoded = encode_prompts(tokenizer, prompts, n, seeds)
-    # Longest prompts first, so micro-batches hold prompts of similar length (less padding).
-    rows = sorted(((i, j) for i in range(len(prompts)) for j in range(n)),
-                  key=lambda row: -len(encoded[row[0]]))
+    # Longest first, so micro-batches hold requests of similar length (less padding).
+    order = sorted(range(len(requests)), key=lambda k: -len(requests[k].ids))
     stop_ids = stop_token_ids(tokenizer)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stop_ids[0]
-    gen_config = _generation_config(config, stop_ids, pad_id)
     device = device_of(model)
-    results: list[list[Completion | None]] = [[None] * n for _ in prompts]
+    results: list[tuple[list[int], None] | None] = [None] * len(requests)
 
     # Eval mode (dropout off, KV cache on) and Unsloth's inference kernels inside; training
     # mode and gradient checkpointing restored after.
     with generation_mode(model):
-        for start in range(0, len(rows), config.micro_batch):
+        for start in range(0, len(order), config.micro_batch):
             if should_stop is not None and should_stop():
                 raise GenerationStopped
-            chunk = rows[start:start + config.micro_batch]
-            ids, mask = _left_pad([encoded[i] for i, _ in chunk], pad_id)
+            chunk = [requests[k] for k in order[start:start + config.micro_batch]]
+            ids, mask = _left_pad([r.ids for r in chunk], pad_id)
+            # one length for the chunk; the loop cuts each row to its own max_tokens
+            gen_config = _generation_config(
+                replace(config, max_new_tokens=max(r.max_tokens for r in chunk)), stop_ids, pad_id)
             processors = LogitsProcessorList()
             if config.do_sample:
-                seeds_here = [sample_seed(seeds[i], j) for i, j in chunk]
-                processors.append(SeededGumbelSampler(config.temperature, config.top_p, seeds_here,
-                                                      device, config.top_k))
+                processors.append(SeededGumbelSampler(config.temperature, config.top_p,
+                                                      [r.seed for r in chunk], device,
+                                                      config.top_k))
             stopper = StopRequested(should_stop or (lambda: False))
             with torch.no_grad():
                 out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device),
@@ -146,10 +145,21 @@ def generate(model, tokenizer, prompts: list[str], n: int, seeds: list[int],
                                      stopping_criteria=StoppingCriteriaList([stopper]))
             if stopper.fired:
                 raise GenerationStopped
-            new_tokens = out[:, ids.shape[1]:].tolist()
-            for (i, j), tokens in zip(chunk, new_tokens):
-                results[i][j] = make_completion(tokenizer, tokens, encoded[i], set(stop_ids))
+            for k, tokens in zip(order[start:start + config.micro_batch],
+                                 out[:, ids.shape[1]:].tolist()):
+                results[k] = (tokens, None)
     return results
+
+
+def generate(model, tokenizer, prompts: list[str], n: int, seeds: list[int],
+             config: SamplingConfig,
+             should_stop: Callable[[], bool] | None = None) -> list[list[Completion]]:
+    """n completions per prompt: result[i][j] is sample j of prompts[i], seeded by
+    sample_seed(seeds[i], j), with config.tools' calls run between turns. Raises
+    GenerationStopped when `should_stop` says yes."""
+    positions = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    return run_rollouts(partial(sample_round, model, tokenizer), tokenizer, prompts, n, seeds,
+                        config, should_stop, context_limit=positions)
 
 
 class HFEngine(Engine):

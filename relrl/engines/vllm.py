@@ -36,15 +36,8 @@ from pathlib import Path
 
 import torch
 
-from relrl.engines.base import (
-    Engine,
-    GenerationStopped,
-    SamplingConfig,
-    encode_prompts,
-    make_completion,
-    sample_seed,
-    stop_token_ids,
-)
+from relrl.engines.base import Engine, GenerationStopped, SamplingConfig, stop_token_ids
+from relrl.engines.tool_loop import Request, run_rollouts
 from relrl.modeling.loading import save_adapter
 from relrl.runtime import distributed
 from relrl.runtime.cli import UsageError
@@ -185,8 +178,8 @@ class VLLMEngine(Engine):
         # base_folder (from relrl.models.by_name) saves a built-in model where vLLM can load it.
         folder = base_folder(source, seed, self.scratch) if base_folder else source
         world = distributed.world()
-        kwargs = engine_kwargs(folder, seed=seed,
-                               max_model_len=_max_model_len(folder, max_new_tokens),
+        self.max_model_len = _max_model_len(folder, max_new_tokens)
+        kwargs = engine_kwargs(folder, seed=seed, max_model_len=self.max_model_len,
                                gpu_memory_utilization=gpu_memory_utilization, cuda=cuda,
                                lora_rank=adapter_rank(model, adapter), four_bit=four_bit,
                                world=world, sleep=sleep)
@@ -244,40 +237,42 @@ class VLLMEngine(Engine):
             self.llm.wake_up()
 
     # ------------------------------------------------------------------ sampling
-    def _params(self, sampling: SamplingConfig, seed: int):
+    def _params(self, sampling: SamplingConfig, seed: int, max_tokens: int):
         from vllm import SamplingParams
 
         sample = sampling.do_sample
         return SamplingParams(n=1, temperature=sampling.temperature if sample else 0.0,
                               top_p=sampling.top_p if sample else 1.0,
                               top_k=sampling.top_k if sample and sampling.top_k else 0,
-                              seed=seed if sample else None, max_tokens=sampling.max_new_tokens,
+                              seed=seed if sample else None, max_tokens=max_tokens,
                               stop_token_ids=self.stops, logprobs=0, detokenize=False)
 
-    def generate(self, prompts, n, seeds, sampling, should_stop=None):
-        encoded = encode_prompts(self.tokenizer, prompts, n, seeds)
-        rows = [(i, j) for i in range(len(prompts)) for j in range(n)]
-        params = [self._params(sampling, sample_seed(seeds[i], j)) for i, j in rows]
+    def sample_round(self, requests: list[Request], sampling: SamplingConfig, should_stop=None):
+        """One turn for each request (relrl.engines.tool_loop), stepped so a stop is honoured
+        within one decoding step: (sampled ids, their log-probs) per request."""
+        params = [self._params(sampling, r.seed, r.max_tokens) for r in requests]
         lora = None if self._base else self.lora
         engine = self.llm.llm_engine
-        ids = self.llm.enqueue([{"prompt_token_ids": encoded[i]} for i, _ in rows], params,
+        ids = self.llm.enqueue([{"prompt_token_ids": r.ids} for r in requests], params,
                                lora_request=lora, use_tqdm=False)
-        finished = []
+        position = {str(rid): k for k, rid in enumerate(ids)}
+        results = [None] * len(requests)
         while engine.has_unfinished_requests():
             if should_stop is not None and should_stop():
                 engine.abort_request(ids, internal=True)
                 raise GenerationStopped
-            finished += [out for out in engine.step() if out.finished]
+            for out in engine.step():
+                if out.finished:
+                    sample = out.outputs[0]
+                    tokens = list(sample.token_ids)
+                    logprobs = [step[t].logprob for step, t in zip(sample.logprobs, tokens)]
+                    results[position[str(out.request_id)]] = (tokens, logprobs)
             self.steps += 1
-        finished.sort(key=lambda out: int(out.request_id))  # request ids count up from 0
-        results = [[None] * n for _ in prompts]
-        stops = set(self.stops)
-        for (i, j), out in zip(rows, finished, strict=True):
-            sample = out.outputs[0]
-            tokens = list(sample.token_ids)
-            logprobs = [step[token].logprob for step, token in zip(sample.logprobs, tokens)]
-            results[i][j] = make_completion(self.tokenizer, tokens, encoded[i], stops, logprobs)
         return results
+
+    def generate(self, prompts, n, seeds, sampling, should_stop=None):
+        return run_rollouts(self.sample_round, self.tokenizer, prompts, n, seeds, sampling,
+                            should_stop, context_limit=self.max_model_len)
 
     def close(self) -> None:
         llm = getattr(self, "llm", None)
