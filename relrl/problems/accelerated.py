@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from .base import MC_N, PROB, Family, exact, grid, mc_fraction, nice, pick, tex, txt
+from .base import MC_N, PROB, Family, exact, grid, mc_fraction, nice, num, pick, tex, txt
 
 K_EV = 8.617333262e-5          # Boltzmann constant, eV/K
 GAS_R = 8.314462618            # J/(mol K)
@@ -62,8 +62,19 @@ def _solve_arrhenius(p):
     return math.exp(x), [*steps, f"AF = e^{{{tex(x)}}} = {tex(math.exp(x))}"]
 
 
+def _kelvin_expr(c):
+    return f"({num(c)} + 273.15)"
+
+
+def _af_expr(p):
+    """The Arrhenius factor between p['tu'] and p['ts'], with Boltzmann's constant in eV/K."""
+    return (f"exp({num(p['ea'])}/{K_EV!r}*(1/{_kelvin_expr(p['tu'])}"
+            f" - 1/{_kelvin_expr(p['ts'])}))")
+
+
 ARRHENIUS_AF = Family(
     name="arrhenius_af", topic="accelerated", difficulty=1,
+    expression=_af_expr,
     asks="Arrhenius acceleration factor between a use and a test temperature",
     check_how="ratio of two Arrhenius rates in molar units (gas constant, Faraday)",
     draw=_draw_temps, solve=_solve_arrhenius,
@@ -95,8 +106,13 @@ def _solve_eyring(p):
                 f"{tex(af)}"]
 
 
+def _expr_eyring(p):
+    return f"{_kelvin_expr(p['ts'])}/{_kelvin_expr(p['tu'])}*{_af_expr(p)}"
+
+
 EYRING_AF = Family(
     name="eyring_af", topic="accelerated", difficulty=2,
+    expression=_expr_eyring,
     asks="Eyring acceleration factor (temperature pre-factor times Arrhenius term)",
     check_how="ratio of transition-state rates k_B T/h exp(-Ea/RT) in SI units",
     draw=_draw_temps, solve=_solve_eyring,
@@ -147,8 +163,15 @@ def _check_two_temp(p, rng):
                  "least-squares line of ln L against 1/T")
 
 
+def _expr_two_temp(p):
+    k1, k2, ku = (_kelvin_expr(p[k]) for k in ("t1", "t2", "tu"))
+    l1, l2 = num(p["l1"]), num(p["l2"])
+    return f"{l1}*exp(ln({l1}/{l2})/(1/{k1} - 1/{k2})*(1/{ku} - 1/{k1}))"
+
+
 ARRHENIUS_TWO_TEMP = Family(
     name="arrhenius_two_temp", topic="accelerated", difficulty=3,
+    expression=_expr_two_temp,
     asks="life at use temperature extrapolated from mean lives at two test temperatures",
     check_how="least-squares fit of ln(life) against 1/T, evaluated at the use temperature",
     draw=_draw_two_temp, solve=_solve_two_temp, check=_check_two_temp, unit="hours",
@@ -199,8 +222,14 @@ def _check_ipl(p, rng):
     return exact(math.exp(icpt + slope * math.log(p["vu"])), "least-squares line in log-log")
 
 
+def _expr_ipl(p):
+    l1, l2, v1, v2, vu = (num(p[k]) for k in ("l1", "l2", "v1", "v2", "vu"))
+    return f"{l1}*({v1}/{vu})^(ln({l1}/{l2})/ln({v2}/{v1}))"
+
+
 IPL = Family(
     name="ipl_extrapolate", topic="accelerated", difficulty=2,
+    expression=_expr_ipl,
     asks="life at use stress extrapolated from two stress levels (inverse power law)",
     check_how="least-squares fit of ln(life) against ln(stress), evaluated at use stress",
     draw=_draw_ipl, solve=_solve_ipl, check=_check_ipl, unit="hours",
@@ -248,8 +277,13 @@ def _check_accel_weibull(p, rng):
     return mc_fraction(af * stress_lives > p["t"], "simulated test lives scaled by the AF")
 
 
+def _expr_accel_weibull(p):
+    return f"exp(-({num(p['t'])}/({_af_expr(p)}*{num(p['eta_s'])}))^{num(p['beta'])})"
+
+
 ACCEL_WEIBULL = Family(
     name="accel_weibull_use", topic="accelerated", difficulty=3,
+    expression=_expr_accel_weibull,
     asks="reliability at use temperature from a Weibull fit at test temperature (Arrhenius)",
     check_how="simulate test-temperature Weibull lives, scale by the molar-unit AF, count",
     draw=_draw_accel_weibull, solve=_solve_accel_weibull, check=_check_accel_weibull,

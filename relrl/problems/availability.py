@@ -12,7 +12,7 @@ import math
 import numpy as np
 from scipy import linalg
 
-from .base import MC_N, PROB, Family, clean, exact, grid, mc_fraction, nice, pick, tex, txt
+from .base import MC_N, PROB, Family, clean, exact, grid, mc_fraction, nice, num, pick, tex, txt
 
 UNITS = ("compressor", "pump", "generator", "conveyor", "router", "chiller")
 
@@ -44,8 +44,13 @@ def _check_inherent(p, rng):
     return exact(pi[0], "steady state of the two-state Markov chain by linear algebra")
 
 
+def _expr_inherent(p):
+    return f"{num(p['mtbf'])}/({num(p['mtbf'])} + {num(p['mttr'])})"
+
+
 INHERENT = Family(
     name="inherent_availability", topic="availability", difficulty=1,
+    expression=_expr_inherent,
     asks="inherent (steady-state) availability from MTBF and MTTR",
     check_how="stationary distribution of the two-state Markov chain, solved numerically",
     draw=_draw_inherent, solve=_solve_inherent, check=_check_inherent, bounds=PROB,
@@ -82,8 +87,14 @@ def _solve_point(p):
                f"A(t) = {tex(a_inf)} + {tex(lam / s)} e^{{-{tex(s)} \\times {txt(t)}}} = {tex(a)}"]
 
 
+def _expr_point(p):
+    lam, mu, t = num(p["lam"]), num(p["mu"]), num(p["t"])
+    return f"{mu}/({lam} + {mu}) + {lam}/({lam} + {mu})*exp(-({lam} + {mu})*{t})"
+
+
 POINT = Family(
     name="point_availability", topic="availability", difficulty=2,
+    expression=_expr_point,
     asks="point availability A(t) of a repairable unit (two-state Markov model) that starts up",
     check_how="matrix exponential of the Markov generator",
     draw=_draw_point, solve=_solve_point, bounds=PROB,
@@ -141,8 +152,13 @@ def _check_series_av(p, rng):
     return exact(_steady_state(q)[index[(1,) * n]], "joint Markov chain over all unit states")
 
 
+def _expr_series_av(p):
+    return "*".join(f"{num(m)}/({num(m)} + {num(r)})" for m, r in zip(p["mtbf"], p["mttr"]))
+
+
 SERIES_AVAILABILITY = Family(
     name="series_availability", topic="availability", difficulty=2,
+    expression=_expr_series_av,
     asks="steady-state availability of a series system of independently repaired units",
     check_how="stationary distribution of the joint Markov chain over all 2^n unit states",
     draw=_draw_series_av, solve=_solve_series_av, check=_check_series_av, bounds=PROB,
@@ -189,8 +205,14 @@ def _check_pair(p, rng):
     return exact(1 - _steady_state(q)[2], "stationary distribution of the 3-state chain")
 
 
+def _expr_pair(p):
+    r = f"({num(p['lam'])}/{num(p['mu'])})"
+    return f"1 - 2*{r}^2/(1 + 2*{r} + 2*{r}^2)"
+
+
 REPAIRABLE_PAIR = Family(
     name="repairable_pair", topic="availability", difficulty=3,
+    expression=_expr_pair,
     asks="steady-state availability of two active units with a single repair crew (Markov)",
     check_how="stationary distribution of the 3-state generator solved numerically",
     draw=_draw_pair, solve=_solve_pair, check=_check_pair, bounds=PROB,

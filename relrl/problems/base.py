@@ -36,6 +36,7 @@ class Problem:
     answer: str           # `value` as Family.answer_text writes it
     questions: tuple[str, ...]
     reasoning: str        # worked steps ending with exactly one \boxed{answer}
+    expression: str | None = None  # the answer as one calculator expression, if the family has one
 
     @property
     def key(self) -> str:
@@ -59,6 +60,10 @@ class Family:
     check: Callable[[dict, np.random.Generator], Check]
     unit: str = ""                       # printed after the boxed answer
     bounds: tuple[float, float] = (0.0, math.inf)  # answers outside are redrawn
+    # the answer as ONE calculator expression (relrl.tools.calculator) written with the numbers
+    # of the base phrasing as it states them (num, num_pct); None where the answer needs
+    # iteration, root finding or a long enumeration
+    expression: Callable[[dict], str] | None = None
 
     @property
     def target_kind(self) -> str:
@@ -85,8 +90,9 @@ class Family:
         unit = f" {self.unit}" if self.unit else ""
         reasoning = "\n".join([*steps, f"Answer: \\boxed{{{answer}}}{unit}"])
         questions = tuple(phrase(params) for phrase in self.phrasings)
+        expression = self.expression(params) if self.expression else None
         return Problem(self.name, self.topic, self.difficulty, params, value, answer,
-                       questions, reasoning)
+                       questions, reasoning, expression)
 
 
 PROB = (1e-3, 0.9995)  # bounds for probability answers: not trivially 0 or 1 at 4 figures
@@ -157,6 +163,18 @@ def txt(x: float, comma: bool = False) -> str:
 def pct(p: float) -> str:
     """0.9 -> '90%' (probabilities quoted as percentages in some phrasings)."""
     return np.format_float_positional(_round_sig(100 * p, 8), trim="-") + "%"
+
+
+def num(x: float) -> str:
+    """A given value inside a calculator expression, written as the question writes it (txt);
+    bracketed when it is in scientific form, "2.3 × 10^-5", so that it binds as one number."""
+    s = txt(x)
+    return f"({s})" if "×" in s else s
+
+
+def num_pct(p: float) -> str:
+    """A probability the question quotes as a percentage (pct), inside an expression: "(90/100)"."""
+    return f"({pct(p)[:-1]}/100)"
 
 
 # ---------------------------------------------------------------- parameter draws

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .base import MC_N, PROB, Family, exact, mc_fraction, nice, pct, pick, tex
+from .base import MC_N, PROB, Family, exact, mc_fraction, nice, num, num_pct, pct, pick, tex
 
 ITEMS = ("pump", "relay", "valve actuator", "power supply", "sensor", "cooling fan")
 ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth")
@@ -54,8 +54,14 @@ def _check_empirical(p, rng):
     return exact(np.mean(lives > p["j"]), "count surviving units one by one")
 
 
+def _expr_empirical(p):
+    failed = " + ".join(num(k) for k in p["counts"][: p["j"]])
+    return f"({num(p['n0'])} - ({failed}))/{num(p['n0'])}"
+
+
 EMPIRICAL = Family(
     name="empirical_reliability", topic="basic", difficulty=1,
+    expression=_expr_empirical,
     asks="empirical reliability at the end of an interval from grouped failure counts",
     check_how="expand the counts into one lifetime per unit and count survivors",
     draw=_draw_counts, solve=_solve_empirical, bounds=PROB,
@@ -96,8 +102,15 @@ def _check_hazard(p, rng):
     return exact(failed / (at_risk * p["dt"]), "count units at risk and failing one by one")
 
 
+def _expr_hazard(p):
+    j = p["j"]
+    before = " - ".join([num(p["n0"]), *(num(k) for k in p["counts"][: j - 1])])
+    return f"{num(p['counts'][j - 1])}/(({before})*{num(p['dt'])})"
+
+
 HAZARD_COUNTS = Family(
     name="hazard_from_counts", topic="basic", difficulty=2,
+    expression=_expr_hazard,
     asks="average hazard rate (per hour) in one interval from grouped failure counts",
     check_how="expand the counts into one lifetime per unit and count those at risk",
     draw=_draw_counts, solve=_solve_hazard, unit="per hour",
@@ -142,8 +155,13 @@ def _solve_lot(p):
     return total, steps
 
 
+def _expr_lot(p):
+    return f"binom_cdf({p['k']}, {p['n']}, {num(p['q'])})"
+
+
 LOT = Family(
     name="binomial_lot", topic="basic", difficulty=2,
+    expression=_expr_lot,
     asks="probability that at most k of n items are defective (binomial acceptance)",
     check_how="simulate n Bernoulli items per lot and count accepted lots",
     draw=_draw_lot, solve=_solve_lot, bounds=PROB,
@@ -187,8 +205,14 @@ def _check_inspection(p, rng):
     return mc_fraction(defective[alarm], "simulated inspections, alarms only")
 
 
+def _expr_inspection(p):
+    prev, sens, fa = num_pct(p["prev"]), num(p["sens"]), num(p["fa"])
+    return f"{prev}*{sens}/({prev}*{sens} + (1 - {prev})*{fa})"
+
+
 INSPECTION = Family(
     name="inspection_bayes", topic="basic", difficulty=2,
+    expression=_expr_inspection,
     asks="probability a unit is defective given that the inspection flagged it (Bayes' rule)",
     check_how="simulate units and inspections, keep flagged units",
     draw=_draw_inspection, solve=_solve_inspection, check=_check_inspection, bounds=PROB,

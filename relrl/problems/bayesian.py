@@ -8,7 +8,22 @@ import math
 
 from scipy import integrate, optimize, stats
 
-from .base import MC_N, PROB, Family, exact, grid, integrate_tail, mc_fraction, nice, pct, pick, tex, txt
+from .base import (
+    MC_N,
+    PROB,
+    Family,
+    exact,
+    grid,
+    integrate_tail,
+    mc_fraction,
+    nice,
+    num,
+    num_pct,
+    pct,
+    pick,
+    tex,
+    txt,
+)
 
 ITEMS = ("diesel generator", "pressure transmitter", "circuit breaker", "check valve",
          "smoke detector", "pump")
@@ -47,8 +62,13 @@ def _check_gp_mean(p, rng):
     return exact(mean / norm, "integrate prior x likelihood numerically", rel=1e-6)
 
 
+def _expr_gp_mean(p):
+    return f"({num(p['a'])} + {p['r']})/({num(p['b'])} + {num(p['T'])})"
+
+
 GP_MEAN = Family(
     name="gamma_poisson_mean", topic="bayesian", difficulty=2,
+    expression=_expr_gp_mean,
     asks="posterior mean failure rate with a gamma prior and Poisson failure data",
     check_how="normalize prior x likelihood and integrate lambda against it numerically",
     draw=_draw_gp, solve=_solve_gp_mean, check=_check_gp_mean, unit="per hour",
@@ -98,8 +118,14 @@ def _check_gp_upper(p, rng):
     return exact(root, "root-find the numerically integrated posterior CDF", rel=1e-6)
 
 
+def _expr_gp_upper(p):
+    a, b = f"({num(p['a'])} + {p['r']})", f"({num(p['b'])} + {num(p['T'])})"
+    return f"chi2_ppf({num_pct(p['conf'])}, 2*{a})/(2*{b})"
+
+
 GP_UPPER = Family(
     name="gamma_poisson_upper", topic="bayesian", difficulty=3,
+    expression=_expr_gp_upper,
     asks="posterior upper credible bound on a failure rate (gamma prior, Poisson data)",
     check_how="root-find the numerically integrated posterior CDF",
     draw=_draw_gp_upper, solve=_solve_gp_upper, check=_check_gp_upper, unit="per hour",
@@ -163,8 +189,13 @@ def _bb_phrasings(tail):
     )
 
 
+def _expr_bb_mean(p):
+    return f"({p['a0']} + {p['s']})/({p['a0']} + {p['b0']} + {p['n']})"
+
+
 BB_MEAN = Family(
     name="beta_binomial_mean", topic="bayesian", difficulty=1,
+    expression=_expr_bb_mean,
     asks="posterior mean per-demand reliability with a beta prior and pass/fail data",
     check_how="normalize prior x likelihood and integrate R against it numerically",
     draw=_draw_bb, solve=_solve_bb_mean, check=_check_bb_mean, bounds=PROB,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from .base import MC_N, PROB, Family, grid, mc_fraction, nice, pct, pick, tex, txt
+from .base import MC_N, PROB, Family, grid, mc_fraction, nice, num, pct, pick, tex, txt
 
 TRAINS = ("emergency pump", "safety relief valve", "pressure transmitter", "diesel generator")
 
@@ -61,8 +61,14 @@ def _phrasings(layout: str, short: str):
     )
 
 
+def _expr_pair(p):
+    b, lt = num(p["beta"]), f"{num(p['lam'])}*{num(p['t'])}"
+    return f"exp(-{b}*{lt})*(1 - (1 - exp(-(1 - {b})*{lt}))^2)"
+
+
 BETA_PAIR = Family(
     name="beta_factor_pair", topic="common_cause", difficulty=2,
+    expression=_expr_pair,
     asks="reliability of a redundant pair with beta-factor common-cause failures",
     check_how="simulate independent lives plus a shared common-cause shock",
     draw=_draw, solve=_solve_pair, check=lambda p, rng: _simulate(p, rng, 2, 1), bounds=PROB,
@@ -79,8 +85,15 @@ def _solve_2oo3(p):
                f"R = R_C \\times {tex(vote)} = {tex(r)}"]
 
 
+def _expr_2oo3(p):
+    b, lt = num(p["beta"]), f"{num(p['lam'])}*{num(p['t'])}"
+    r_i = f"exp(-(1 - {b})*{lt})"
+    return f"exp(-{b}*{lt})*(3*{r_i}^2 - 2*{r_i}^3)"
+
+
 BETA_2OO3 = Family(
     name="beta_factor_2oo3", topic="common_cause", difficulty=3,
+    expression=_expr_2oo3,
     asks="reliability of a 2-out-of-3 system with beta-factor common-cause failures",
     check_how="simulate independent lives plus a shared common-cause shock",
     draw=_draw, solve=_solve_2oo3, check=lambda p, rng: _simulate(p, rng, 3, 2), bounds=PROB,

@@ -42,6 +42,8 @@ def problem_rows(family: Family, rng: np.random.Generator, group: str, paraphras
         "topic": family.topic,
         "difficulty": family.difficulty,
         "target_kind": family.target_kind,
+        # last, and only for families that have one, so other rows keep their bytes
+        **({"expression": problem.expression} if problem.expression is not None else {}),
     } for j, index in enumerate(order)]
 
 

@@ -9,7 +9,21 @@ import math
 
 from scipy import integrate, optimize, special, stats
 
-from .base import MC_N, PROB, Family, exact, grid, integrate_tail, mc_fraction, nice, pct, pick, tex, txt
+from .base import (
+    MC_N,
+    PROB,
+    Family,
+    exact,
+    grid,
+    integrate_tail,
+    mc_fraction,
+    nice,
+    num,
+    pct,
+    pick,
+    tex,
+    txt,
+)
 
 ITEMS = ("pump", "valve", "power supply", "controller board", "sensor", "compressor")
 # (item, unit, smallest and largest characteristic life in that unit)
@@ -46,8 +60,13 @@ def _solve_exp(p):
                f"R(t) = e^{{-\\lambda t}} = e^{{-{tex(x)}}} = {tex(r)}"]
 
 
+def _expr_exp(p):
+    return f"exp(-{num(p['lam'])}*{num(p['t'])})"
+
+
 EXP_RELIABILITY = Family(
     name="exp_reliability", topic="distributions", difficulty=1,
+    expression=_expr_exp,
     asks="R(t) = exp(-lambda t) with the rate given per hour, per million hours or in FIT",
     check_how="simulate exponential lifetimes and count survivors",
     draw=_draw_exp, solve=_solve_exp, bounds=PROB,
@@ -84,8 +103,13 @@ def _check_exp_mttf(p, rng):
     return exact(mttf, "root-find the rate, then integrate R(t) numerically")
 
 
+def _expr_exp_mttf(p):
+    return f"-{num(p['t0'])}/ln({num(p['r0'])})"
+
+
 EXP_MTTF = Family(
     name="exp_mttf_from_reliability", topic="distributions", difficulty=2,
+    expression=_expr_exp_mttf,
     asks="MTTF of an exponential life from one reliability point R(t0)",
     check_how="root-find lambda from R(t0), integrate R(t) from 0 to infinity numerically",
     draw=_draw_exp_mttf, solve=_solve_exp_mttf, check=_check_exp_mttf, unit="hours",
@@ -116,8 +140,13 @@ def _solve_weibull(p):
         f"R(t) = e^{{-(t/\\eta)^\\beta}} = e^{{-{tex(x)}}} = {tex(math.exp(-x))}"]
 
 
+def _expr_weibull(p):
+    return f"exp(-({num(p['t'])}/{num(p['eta'])})^{num(p['beta'])})"
+
+
 WEIBULL_RELIABILITY = Family(
     name="weibull_reliability", topic="distributions", difficulty=1,
+    expression=_expr_weibull,
     asks="R(t) of a two-parameter Weibull life",
     check_how="simulate Weibull lifetimes and count survivors",
     draw=_draw_weibull, solve=_solve_weibull, bounds=PROB,
@@ -194,8 +223,14 @@ def _solve_weibull3(p):
         f"R(t) = e^{{-{tex(x)}}} = {tex(math.exp(-x))}"]
 
 
+def _expr_weibull3(p):
+    return (f"exp(-(({num(p['t'])} - {num(p['gamma'])})/{num(p['eta'])})"
+            f"^{num(p['beta'])})")
+
+
 WEIBULL3 = Family(
     name="weibull3_reliability", topic="distributions", difficulty=2,
+    expression=_expr_weibull3,
     asks="R(t) of a three-parameter Weibull life (with a failure-free period)",
     check_how="simulate location + Weibull lifetimes and count survivors",
     draw=_draw_weibull3, solve=_solve_weibull3, bounds=PROB,
@@ -245,8 +280,14 @@ def _bx_name(p):
     return f"B{round(100 * p['p'])}"
 
 
+def _expr_bx(p):
+    return (f"{num(p['eta'])}*(-ln(1 - {round(100 * p['p'])}/100))"
+            f"^(1/{num(p['beta'])})")
+
+
 WEIBULL_BX = Family(
     name="weibull_bx_life", topic="distributions", difficulty=2,
+    expression=_expr_bx,
     asks="percentile life B_p (e.g. B10/L10) of a Weibull life",
     check_how="integrate the hazard rate numerically and root-find the cumulative hazard",
     draw=_draw_bx, solve=_solve_bx, check=_check_bx,
@@ -271,8 +312,13 @@ def _solve_weibull_mttf(p):
         f"{tex(p['eta'] * g)} {p['_unit']}"]
 
 
+def _expr_weibull_mttf(p):
+    return f"{num(p['eta'])}*gamma(1 + 1/{num(p['beta'])})"
+
+
 WEIBULL_MTTF = Family(
     name="weibull_mttf", topic="distributions", difficulty=2,
+    expression=_expr_weibull_mttf,
     asks="mean life of a two-parameter Weibull distribution",
     check_how="integrate R(t) from 0 to infinity numerically",
     draw=_weibull_draw, solve=_solve_weibull_mttf,
@@ -317,8 +363,14 @@ def _check_conditional(p, rng):
     return mc_fraction(survivors > p["age"] + p["x"], "simulated lifetimes, survivors of T only")
 
 
+def _expr_conditional(p):
+    b, eta, t, x = num(p["beta"]), num(p["eta"]), num(p["age"]), num(p["x"])
+    return f"exp(-(({t} + {x})/{eta})^{b})/exp(-({t}/{eta})^{b})"
+
+
 WEIBULL_CONDITIONAL = Family(
     name="weibull_conditional", topic="distributions", difficulty=2,
+    expression=_expr_conditional,
     asks="conditional reliability R(x | T) of a Weibull item that has survived T",
     check_how="simulate lifetimes, keep those past T, count those past T + x",
     draw=_draw_conditional, solve=_solve_conditional, check=_check_conditional, bounds=PROB,
@@ -370,8 +422,15 @@ def _check_mrl(p, rng):
                  rel=1e-5)
 
 
+def _expr_mrl(p):
+    b, eta, t = num(p["beta"]), num(p["eta"]), num(p["age"])
+    return (f"{eta}*gamma(1 + 1/{b})*gammaincc(1/{b}, ({t}/{eta})^{b})"
+            f"*exp(({t}/{eta})^{b})")
+
+
 WEIBULL_MRL = Family(
     name="weibull_mrl", topic="distributions", difficulty=3,
+    expression=_expr_mrl,
     asks="mean residual life at age t of a Weibull item",
     check_how="integrate R(u) from t to infinity numerically, divide by R(t)",
     draw=_draw_mrl, solve=_solve_mrl, check=_check_mrl,
@@ -407,8 +466,13 @@ def _solve_normal(p):
                f"R(t) = 1 - \\Phi(z) = 1 - \\Phi({tex(z)}) = {tex(r)}"]
 
 
+def _expr_normal(p):
+    return f"norm_sf(({num(p['t'])} - {num(p['mu'])})/{num(p['sigma'])})"
+
+
 NORMAL = Family(
     name="normal_reliability", topic="distributions", difficulty=1,
+    expression=_expr_normal,
     asks="R(t) of a normally distributed wear-out life",
     check_how="simulate normal lifetimes and count survivors",
     draw=_draw_normal, solve=_solve_normal, bounds=PROB,
@@ -442,8 +506,13 @@ def _solve_lognormal(p):
                f"R(t) = 1 - \\Phi(z) = {tex(r)}"]
 
 
+def _expr_lognormal(p):
+    return f"norm_sf((ln({num(p['t'])}) - ln({num(p['t50'])}))/{num(p['s'])})"
+
+
 LOGNORMAL = Family(
     name="lognormal_reliability", topic="distributions", difficulty=2,
+    expression=_expr_lognormal,
     asks="R(t) of a lognormal life given the median life and log standard deviation",
     check_how="simulate lognormal lifetimes and count survivors",
     draw=_draw_lognormal, solve=_solve_lognormal, bounds=PROB,
@@ -483,8 +552,13 @@ def _solve_erlang(p):
                f"{tex(r)}"]
 
 
+def _expr_erlang(p):
+    return f"poisson_cdf({p['k']} - 1, {num(p['t'])}/{num(p['theta'])})"
+
+
 ERLANG = Family(
     name="erlang_reliability", topic="distributions", difficulty=2,
+    expression=_expr_erlang,
     asks="R(t) of a gamma (Erlang) life with integer shape: k-th shock or k-unit cold standby",
     check_how="simulate sums of k exponential times and count survivors",
     draw=_draw_erlang, solve=_solve_erlang, bounds=PROB,

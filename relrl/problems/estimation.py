@@ -11,7 +11,7 @@ import math
 import numpy as np
 from scipy import optimize, stats
 
-from .base import PROB, Family, exact, grid, nice, pct, pick, tex, txt
+from .base import PROB, Family, exact, grid, nice, num, num_pct, pct, pick, tex, txt
 
 ITEMS = ("relay", "transistor", "pump", "valve", "heater", "display module")
 CONF = (0.8, 0.9, 0.95)
@@ -164,8 +164,13 @@ def _check_chi2(p, rng):
     return exact(theta, "root-find the MTBF where P(N <= r) = 1 - C (Poisson sum)")
 
 
+def _expr_chi2(p):
+    return f"2*{num(p['T'])}/chi2_ppf({num_pct(p['conf'])}, 2*{p['r']} + 2)"
+
+
 CHI2_LOWER = Family(
     name="chi2_mtbf_lower", topic="estimation", difficulty=2,
+    expression=_expr_chi2,
     asks="one-sided lower confidence bound on MTBF from a time-terminated test (chi-square)",
     check_how="root-find the MTBF at which the Poisson probability of <= r failures is 1 - C",
     draw=_draw_chi2, solve=_solve_chi2, check=_check_chi2, unit="hours",
@@ -252,8 +257,14 @@ def _check_binom_lb(p, rng):
     return exact(root, "root-find R where P(<= f failures in n) = 1 - C")
 
 
+def _expr_binom_lb(p):
+    n, f = p["n"], p["f"]
+    return f"beta_ppf(1 - {num_pct(p['conf'])}, {n} - {f}, {f} + 1)"
+
+
 BINOMIAL_LB = Family(
     name="binomial_lower_bound", topic="estimation", difficulty=3,
+    expression=_expr_binom_lb,
     asks="one-sided lower confidence bound on reliability from n trials with f failures",
     check_how="root-find the binomial cumulative probability equation",
     draw=_draw_binom_lb, solve=_solve_binom_lb, check=_check_binom_lb, bounds=PROB,

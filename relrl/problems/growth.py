@@ -9,7 +9,7 @@ import math
 import numpy as np
 from scipy import integrate, optimize
 
-from .base import Family, exact, grid, nice, pick, tex, txt
+from .base import Family, exact, grid, nice, num, pick, tex, txt
 
 SYSTEMS = ("prototype gearbox", "radar transmitter", "fuel control unit", "engine prototype",
            "medical infusion pump design")
@@ -42,8 +42,14 @@ def _check_duane(p, rng):
     return exact(1 / rate, "numerical derivative of the cumulative failure count", rel=1e-7)
 
 
+def _expr_duane(p):
+    a = num(p["alpha"])
+    return f"{num(p['mc1'])}*({num(p['t2'])}/{num(p['t1'])})^{a}/(1 - {a})"
+
+
 DUANE = Family(
     name="duane_mtbf", topic="growth", difficulty=2,
+    expression=_expr_duane,
     asks="instantaneous MTBF later in a Duane growth programme from one cumulative MTBF",
     check_how="numerical derivative of the cumulative number of failures",
     draw=_draw_duane, solve=_solve_duane, check=_check_duane, unit="hours",
@@ -148,8 +154,14 @@ def _solve_crow_expected(p):
         f"E[N(t_1, t_2)] = {tex(n2)} - {tex(n1)} = {tex(n2 - n1)} failures"]
 
 
+def _expr_crow_expected(p):
+    lam, b = num(p["lam"]), num(p["beta"])
+    return f"{lam}*{num(p['t2'])}^{b} - {lam}*{num(p['t1'])}^{b}"
+
+
 CROW_EXPECTED = Family(
     name="crow_amsaa_expected", topic="growth", difficulty=2,
+    expression=_expr_crow_expected,
     asks="expected number of failures in a test interval under the power-law NHPP",
     check_how="integrate the failure intensity lambda beta t^(beta-1) numerically",
     draw=_draw_crow_expected, solve=_solve_crow_expected, unit="failures",

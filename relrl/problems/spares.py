@@ -10,7 +10,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from .base import MC_N, PROB, Family, exact, mc_fraction, mc_mean, nice, pct, pick, tex, txt
+from .base import MC_N, PROB, Family, exact, mc_fraction, mc_mean, nice, num, pct, pick, tex, txt
 
 ITEMS = ("circuit card", "hydraulic pump", "radar module", "fuel injector", "battery pack")
 
@@ -66,8 +66,13 @@ def _check_sufficiency(p, rng):
     return mc_fraction(gaps.sum(axis=1) > p["t"], "simulated failure arrivals")
 
 
+def _expr_sufficiency(p):
+    return f"poisson_cdf({p['s']}, {p['n']}*{num(p['lam'])}*{num(p['t'])})"
+
+
 SUFFICIENCY = Family(
     name="spares_sufficiency", topic="spares", difficulty=2,
+    expression=_expr_sufficiency,
     asks="probability that s spares cover all failures of n units over a period (Poisson)",
     check_how="simulate exponential failure arrivals and check the (s+1)th comes too late",
     draw=_draw_sufficiency, solve=_solve_sufficiency, check=_check_sufficiency, bounds=PROB,

@@ -9,7 +9,7 @@ import math
 
 from scipy import stats
 
-from .base import MC_N, PROB, Family, exact, integrate_tail, mc_fraction, nice, tex, txt
+from .base import MC_N, PROB, Family, exact, integrate_tail, mc_fraction, nice, num, tex, txt
 
 PHI = stats.norm.cdf
 PARTS = (("bolt", "kN"), ("bracket", "MPa"), ("shaft", "MPa"), ("cable", "kN"), ("weld", "MPa"))
@@ -43,8 +43,14 @@ def _solve_nn(p):
         f"R = \\Phi(z) = {tex(PHI(z))}"]
 
 
+def _expr_nn(p):
+    return (f"norm_cdf(({num(p['mS'])} - {num(p['ms'])})"
+            f"/sqrt({num(p['sS'])}^2 + {num(p['ss'])}^2))")
+
+
 NORMAL_NORMAL = Family(
     name="ss_normal_normal", topic="stress_strength", difficulty=2,
+    expression=_expr_nn,
     asks="reliability when stress and strength are both normal",
     check_how="simulate stress and strength pairs, count strength > stress",
     draw=_draw_nn, solve=_solve_nn, bounds=PROB,
@@ -80,8 +86,13 @@ def _solve_ee(p):
                f"R = {txt(p['mS'])}/({txt(p['mS'])} + {txt(p['ms'])}) = {tex(r)}"]
 
 
+def _expr_ee(p):
+    return f"{num(p['mS'])}/({num(p['mS'])} + {num(p['ms'])})"
+
+
 EXP_EXP = Family(
     name="ss_exponential", topic="stress_strength", difficulty=1,
+    expression=_expr_ee,
     asks="reliability when stress and strength are both exponential",
     check_how="simulate stress and strength pairs, count strength > stress",
     draw=_draw_ee, solve=_solve_ee, bounds=PROB,
@@ -131,8 +142,15 @@ def _check_ne(p, rng):
     return exact(integrate_tail(integrand, 0.0, p["ms"]), "integrate the interference integral")
 
 
+def _expr_ne(p):
+    mu, sd, ms = num(p["mu"]), num(p["sd"]), num(p["ms"])
+    return (f"norm_cdf({mu}/{sd}) - exp(-{mu}/{ms} + ({sd}/{ms})^2/2)"
+            f"*norm_cdf(({mu} - {sd}^2/{ms})/{sd})")
+
+
 NORMAL_EXP = Family(
     name="ss_normal_exp", topic="stress_strength", difficulty=3,
+    expression=_expr_ne,
     asks="reliability with normal strength and exponential stress",
     check_how="numerical integration of the interference integral",
     draw=_draw_ne, solve=_solve_ne, check=_check_ne, bounds=PROB,
@@ -171,8 +189,14 @@ def _solve_ll(p):
         f"R = \\Phi({tex(num)}/{tex(den)}) = \\Phi({tex(z)}) = {tex(PHI(z))}"]
 
 
+def _expr_ll(p):
+    return (f"norm_cdf(ln({num(p['mS'])}/{num(p['ms'])})"
+            f"/sqrt({num(p['sS'])}^2 + {num(p['ss'])}^2))")
+
+
 LOGNORMAL_LOGNORMAL = Family(
     name="ss_lognormal", topic="stress_strength", difficulty=2,
+    expression=_expr_ll,
     asks="reliability when stress and strength are both lognormal (medians and log-sds)",
     check_how="simulate stress and strength pairs, count strength > stress",
     draw=_draw_ll, solve=_solve_ll, bounds=PROB,

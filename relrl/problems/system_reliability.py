@@ -17,6 +17,7 @@ from .base import (
     integrate_tail,
     mc_fraction,
     nice,
+    num,
     pick,
     tex,
     txt,
@@ -59,8 +60,13 @@ def _solve_series(p):
         f" = {tex(math.exp(-x))}"]
 
 
+def _expr_series(p):
+    return f"exp(-({' + '.join(num(v) for v in p['lams'])})*{num(p['t'])})"
+
+
 SERIES = Family(
     name="series_system", topic="system_reliability", difficulty=1,
+    expression=_expr_series,
     asks="reliability of a series system of exponential components for a mission time",
     check_how="simulate component lifetimes; the system life is their minimum",
     draw=_draw_series, solve=_solve_series, bounds=PROB,
@@ -94,8 +100,13 @@ def _solve_parallel(p):
                    f"R = 1 - Q = {tex(1 - q)}"]
 
 
+def _expr_parallel(p):
+    return "1 - " + "*".join(f"(1 - {num(r)})" for r in p["rs"])
+
+
 PARALLEL = Family(
     name="parallel_active", topic="system_reliability", difficulty=1,
+    expression=_expr_parallel,
     asks="reliability of an active parallel (redundant) system",
     check_how="brute-force enumeration of all component states",
     draw=_draw_parallel, solve=_solve_parallel, bounds=PROB,
@@ -155,8 +166,14 @@ def _check_series_parallel(p, rng):
     return exact(enumerate_states(probs, works), "state enumeration of every component")
 
 
+def _expr_series_parallel(p):
+    return "*".join(f"(1 - (1 - {num(r)})^{k})" if k > 1 else num(r)
+                    for k, r in zip(p["counts"], p["rs"]))
+
+
 SERIES_PARALLEL = Family(
     name="series_parallel", topic="system_reliability", difficulty=2,
+    expression=_expr_series_parallel,
     asks="reliability of stages in series, each stage a group of identical parallel units",
     check_how="brute-force enumeration of all component states",
     draw=_draw_series_parallel, solve=_solve_series_parallel, check=_check_series_parallel,
@@ -194,8 +211,13 @@ def _solve_koon(p):
         f"R = {' + '.join(tex(t) for t in terms)} = {tex(total)}"]
 
 
+def _expr_koon(p):
+    return f"1 - binom_cdf({p['k']} - 1, {p['n']}, {num(p['r'])})"
+
+
 K_OUT_OF_N = Family(
     name="k_out_of_n", topic="system_reliability", difficulty=2,
+    expression=_expr_koon,
     asks="reliability of a k-out-of-n:G system of identical independent units",
     check_how="brute-force enumeration of all 2^n unit states",
     draw=_draw_koon, solve=_solve_koon, bounds=PROB,
@@ -236,8 +258,14 @@ def _solve_2oo3(p):
         f"R = {tex(pairs)} - 2 \\times {tex(triple)} = {tex(pairs - 2 * triple)}"]
 
 
+def _expr_2oo3(p):
+    r1, r2, r3 = (num(r) for r in p["rs"])
+    return f"{r1}*{r2} + {r1}*{r3} + {r2}*{r3} - 2*{r1}*{r2}*{r3}"
+
+
 TWO_OUT_OF_THREE = Family(
     name="two_out_of_three", topic="system_reliability", difficulty=2,
+    expression=_expr_2oo3,
     asks="reliability of a 2-out-of-3 system with different unit reliabilities",
     check_how="brute-force enumeration of the 8 unit states",
     draw=_draw_2oo3, solve=_solve_2oo3, bounds=PROB,
@@ -285,8 +313,15 @@ _BRIDGE_LAYOUT = ("Component 1 joins the input to node A, component 2 joins the 
                   "B, component 3 joins A to the output, component 4 joins B to the output, "
                   "and component 5 bridges A and B (it can carry flow either way).")
 
+def _expr_bridge(p):
+    r1, r2, r3, r4, r5 = (num(r) for r in p["rs"])
+    return (f"{r5}*(1 - (1 - {r1})*(1 - {r2}))*(1 - (1 - {r3})*(1 - {r4}))"
+            f" + (1 - {r5})*(1 - (1 - {r1}*{r3})*(1 - {r2}*{r4}))")
+
+
 BRIDGE = Family(
     name="bridge", topic="system_reliability", difficulty=3,
+    expression=_expr_bridge,
     asks="reliability of a five-component bridge network",
     check_how="brute-force enumeration of the 32 states against the minimal path sets",
     draw=_draw_bridge, solve=_solve_bridge, bounds=PROB,
@@ -336,8 +371,15 @@ def _check_cold(p, rng):
                        "simulated standby missions")
 
 
+def _expr_cold(p):
+    lt = f"{num(p['lam'])}*{num(p['t'])}"
+    switch = "" if p["ps"] == 1.0 else f"{num(p['ps'])}*"
+    return f"exp(-{lt})*(1 + {switch}{lt})"
+
+
 COLD_STANDBY = Family(
     name="cold_standby", topic="system_reliability", difficulty=2,
+    expression=_expr_cold,
     asks="reliability of one active unit with one cold spare and an imperfect switch",
     check_how="simulate the active life, the switch and the spare's life",
     draw=_draw_cold, solve=_solve_cold, check=_check_cold, bounds=PROB,
@@ -387,8 +429,15 @@ def _check_warm(p, rng):
     return mc_fraction((first > p["t"]) | rescued, "simulated warm standby missions")
 
 
+def _expr_warm(p):
+    lam, lsb, t = num(p["lam"]), num(p["lam_sb"]), num(p["t"])
+    switch = "" if p["ps"] == 1.0 else f"{num(p['ps'])}*"
+    return f"exp(-{lam}*{t})*(1 + {switch}{lam}/{lsb}*(1 - exp(-{lsb}*{t})))"
+
+
 WARM_STANDBY = Family(
     name="warm_standby", topic="system_reliability", difficulty=3,
+    expression=_expr_warm,
     asks="reliability of an active unit plus a warm spare that can fail while dormant",
     check_how="simulate active, dormant and switched-in lives and the switch",
     draw=_draw_warm, solve=_solve_warm, check=_check_warm, bounds=PROB,
@@ -426,8 +475,14 @@ def _solve_pair_mttf(p):
                f"= {tex(1 / l1)} + {tex(1 / l2)} - {tex(1 / (l1 + l2))} = {tex(m)} hours"]
 
 
+def _expr_pair_mttf(p):
+    l1, l2 = (num(v) for v in p["lams"])
+    return f"1/{l1} + 1/{l2} - 1/({l1} + {l2})"
+
+
 PARALLEL_MTTF = Family(
     name="parallel_mttf", topic="system_reliability", difficulty=2,
+    expression=_expr_pair_mttf,
     asks="MTTF of two different exponential units in active parallel",
     check_how="integrate the system reliability function numerically",
     draw=_draw_pair_mttf, solve=_solve_pair_mttf, unit="hours",

@@ -1,0 +1,60 @@
+"""Every family's calculator expression gives the family's exact answer, is written with the
+question's own numbers, and leaves the dataset rows of the other families as they were."""
+import math
+import re
+
+import numpy as np
+import pytest
+
+from relrl.problems.base import num, num_pct
+from relrl.problems.dataset import generate_rows
+from relrl.problems.registry import FAMILIES
+from relrl.tools.calculator import evaluate
+
+WITH_EXPRESSION = [f for f in FAMILIES.values() if f.expression is not None]
+# constants an expression may add to the question's numbers: small integers of a formula
+# (1 - p, x^2, 2T), percent, Celsius to kelvin, Boltzmann's constant in eV/K
+CONSTANTS = {1.0, 2.0, 3.0, 100.0, 273.15, 8.617333262e-5}
+_EXPR_NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+_TEXT_NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
+
+
+def _numbers(pattern, text):
+    return {float(m.replace(",", "")) for m in pattern.findall(text)}
+
+
+def test_enough_families_across_topics_have_an_expression():
+    assert len(WITH_EXPRESSION) >= 20
+    assert len({f.topic for f in WITH_EXPRESSION}) >= 8
+
+
+@pytest.mark.parametrize("family", WITH_EXPRESSION, ids=lambda f: f.name)
+def test_expression_gives_the_exact_value_with_the_question_numbers(family):
+    rng = np.random.default_rng(2029)
+    for _ in range(50):
+        problem = family.generate(rng)
+        value = evaluate(problem.expression)
+        assert value == pytest.approx(problem.value, rel=1e-9), problem.expression
+        stray = _numbers(_EXPR_NUMBER, problem.expression) - CONSTANTS \
+            - _numbers(_TEXT_NUMBER, problem.questions[0])
+        assert not stray, f"{problem.expression} has numbers not in: {problem.questions[0]}"
+
+
+def test_number_helpers_write_what_the_question_writes():
+    assert num(0.00023) == "0.00023"
+    assert num(2.3e-5) == "(2.3 × 10^-5)"
+    assert evaluate(f"1/{num(2.3e-5)}") == pytest.approx(1 / 2.3e-5, rel=1e-12)
+    assert num_pct(0.9) == "(90/100)"
+    assert evaluate(f"1 - {num_pct(0.975)}") == pytest.approx(0.025, rel=1e-12)
+
+
+def test_rows_gain_the_expression_last_and_only_where_a_family_has_one():
+    rows = generate_rows(list(FAMILIES.values()), 300, seed=7)
+    for row in rows:
+        family = FAMILIES[row["family"]]
+        if family.expression is None:
+            assert "expression" not in row
+        else:
+            assert list(row)[-1] == "expression"
+            assert math.isfinite(evaluate(row["expression"]))
+    assert {r["family"] for r in rows if "expression" in r} == {f.name for f in WITH_EXPRESSION}
