@@ -18,6 +18,7 @@ from relrl.modeling.logprobs import completion_logprobs, pack_sequences  # noqa:
 from relrl.models.by_name import load_model, make_engine  # noqa: E402
 from relrl.rl.grpo_config import GRPOConfig  # noqa: E402
 from relrl.rl.grpo_trainer import GRPOTrainer
+from relrl.tools.protocol import calculator_call  # noqa: E402
 
 QUESTIONS = ["A pump has a constant failure rate of 0.002 per hour. Find R(500 h).",
              "Two valves in parallel each have reliability 0.9. System reliability?",
@@ -93,6 +94,36 @@ def test_stop_ends_generate_within_one_step_and_leaves_no_residue(setup):
     assert engine.steps - start == 3
     after = engine.generate(prompts[:1], 2, seeds[:1], SAMPLING)
     assert [c.token_ids for c in after[0]] == [c.token_ids for c in before[0]]
+
+
+def test_a_tool_call_is_answered_and_continued_with_the_same_ids_and_masks_as_hf(
+        setup, monkeypatch):
+    """Both engines run one loop (relrl.engines.tool_loop): turn 0 is scripted as a calculator
+    call (the model would not write one), the continuation is greedy, so the ids, the masks
+    and the inserted answer must agree token for token."""
+    from relrl.engines import hf
+
+    engine, policy, tok, _, seeds = setup
+    call = tok(calculator_call("exp(-0.002*500)") + "<|im_end|>", add_special_tokens=False)["input_ids"]
+    first_turn = lambda r: tok.decode(r.ids).count("<|im_start|>assistant") == 1  # noqa: E731
+
+    def scripted(real):
+        def round_(*args):
+            requests, out = args[-3], real(*args)
+            return [(call, [0.0] * len(call)) if first_turn(r) else o for r, o in zip(requests, out)]
+        return round_
+
+    monkeypatch.setattr(engine, "sample_round", scripted(engine.sample_round))
+    monkeypatch.setattr(hf, "sample_round", scripted(hf.sample_round))
+    greedy = SamplingConfig(max_new_tokens=48, do_sample=False, tools="calculator")
+    prompts = [build_prompt(tok, q, tools="calculator") for q in QUESTIONS[:2]]
+    by_vllm = [c for row in engine.generate(prompts, 1, seeds[:2], greedy) for c in row]
+    by_hf = [c for row in make_engine("hf", policy, tok).generate(prompts, 1, seeds[:2], greedy)
+             for c in row]
+    for v, h in zip(by_vllm, by_hf):
+        assert v.tool_calls == h.tool_calls == 1 and "<tool_response>\n0.3678794412\n" in v.transcript
+        assert v.token_ids == h.token_ids and v.sampled_mask == h.sampled_mask
+        assert 0 in v.sampled_mask and len(v.logprobs) == len(v.token_ids)
 
 
 def vllm_logprob(engine, completion) -> float:
