@@ -173,15 +173,20 @@ def _batches(pairs, batch_size: int, seed: int) -> list[list[int]]:
 
 
 def _collate(pairs, pad_id: int):
-    width = max(len(p) + len(c) for p, c in pairs)
+    """Pairs are (prompt ids, completion ids) or, for tool-using solutions, (prompt ids,
+    completion ids, 1/0 per completion id): the loss is on the solution's own tokens only."""
+    width = max(len(p[0]) + len(p[1]) for p in pairs)
     ids = torch.full((len(pairs), width), pad_id, dtype=torch.long)
     labels = torch.full((len(pairs), width), -100, dtype=torch.long)
     mask = torch.zeros((len(pairs), width), dtype=torch.long)
-    for k, (prompt, completion) in enumerate(pairs):
+    for k, (prompt, completion, *own) in enumerate(pairs):
         seq = prompt + completion
         ids[k, :len(seq)] = torch.tensor(seq)
         mask[k, :len(seq)] = 1
-        labels[k, len(prompt):len(seq)] = torch.tensor(completion)  # loss on the solution only
+        target = torch.tensor(completion)
+        if own:  # inserted tool answers are context, not something to learn to write
+            target = target.masked_fill(torch.tensor(own[0]) == 0, -100)
+        labels[k, len(prompt):len(seq)] = target
     return ids, mask, labels
 
 
@@ -219,16 +224,17 @@ def pretrain(model, pairs, recipe: Recipe, pad_id: int, log=print) -> list[float
 
 
 def family_accuracy(model, tokenizer, recipe: Recipe, exclude: frozenset[str],
-                    rule: str = "study") -> dict:
+                    rule: str = "study", families=None, tools: str = "none") -> dict:
     """Accuracy by family on fresh questions, `eval_samples` samples each at T=1.0, top-p 0.95,
-    graded by the tolerance `rule`."""
-    families, generate_rows = _generators()
+    graded by the tolerance `rule`; `families` (default all), with `tools` (--tools)."""
+    everything, generate_rows = _generators()
+    families = everything if families is None else families
     rows = generate_rows(families, recipe.eval_per_family * len(families), recipe.seed + 1,
                          paraphrases=0, exclude=exclude)
-    prompts = [build_prompt(tokenizer, row["question"]) for row in rows]
+    prompts = [build_prompt(tokenizer, row["question"], tools=tools) for row in rows]
     seeds = [question_seed(recipe.seed, row["id"]) for row in rows]
     config = SamplingConfig(temperature=1.0, top_p=0.95, max_new_tokens=recipe.eval_max_new_tokens,
-                            micro_batch=64)
+                            micro_batch=64, tools=tools)
     engine = make_engine("hf", model, tokenizer)  # the model being built, in memory
     completions = engine.generate(prompts, recipe.eval_samples, seeds, config)
     by_family: dict[str, list[int]] = {}
