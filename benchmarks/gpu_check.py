@@ -23,8 +23,10 @@ Steps of a path (<path>.<step>):
                   micro-batches of 4) inside engine.updating() (vLLM asleep), then a rollout
                   after the wake
   sft_step        one SFT step at 4,096 tokens
+  tool_rollout    one calculator rollout through the HF engine and, where it started, vLLM: a
+                  scripted first-turn call (random weights write none) answered, its inserted
+                  ids masked, the model's continuation within --max-new-tokens
   release         the engine closed and the model freed
-and, last, tool_rollout: skipped until the engines run tool calls (issue 29).
 
 Only torch, transformers and peft are needed; a step whose optional package (bitsandbytes, vllm,
 unsloth) is absent is skipped with the reason, and a step that needs one that did not run is
@@ -490,11 +492,56 @@ def release(path: str):
     return run
 
 
-def tool_rollout(check: Check, out: dict) -> None:
-    # Once relrl.engines runs tool calls (issue 29, item 3): one multi-turn rollout of the
-    # calculator through each engine, its tool calls and the tokens the model did not write.
-    raise Skip("no tool-calling rollout yet: the calculator exists (relrl.tools.calculator), "
-               "the engines' tool loop (issue 29) does not")
+def scripted_call(real, tokenizer, call_ids: list[int]):
+    """A sample_round whose first turn is a calculator call (random weights never write one) and
+    whose later turns are the model's own."""
+    def round_(*args):
+        requests, out = args[-3], real(*args)
+        first = [tokenizer.decode(r.ids).count("<|im_start|>assistant") == 1 for r in requests]
+        return [(call_ids, [0.0] * len(call_ids)) if f else o for f, o in zip(first, out)]
+    return round_
+
+
+def tool_rollout(path: str):
+    def run(check: Check, out: dict) -> None:
+        """One multi-turn rollout with the calculator through each engine this path runs: the
+        call answered, its inserted ids masked, the model continuing within the budget."""
+        from relrl.data.prompting import build_prompt
+        from relrl.engines import hf
+        from relrl.tools.protocol import calculator_call
+
+        require("simpleeval")  # the calculator's parser: pure Python, carried with the tree if absent
+        state = check.paths[path]
+        tok = state["tokenizer"]
+        call = tok(calculator_call("exp(-0.002*500)") + "<|im_end|>", add_special_tokens=False)["input_ids"]
+        prompts = [build_prompt(tok, "A pump fails at 0.002 per hour. R(500 h)?", tools="calculator")] * 2
+        sampling = SamplingConfig(max_new_tokens=len(call) + check.shapes["hf_rollout_tokens"],
+                                  tools="calculator", micro_batch=2 * G)
+        engines = {"hf": make_engine("hf", state["model"], tok)}
+        if state.get("engine") is not None:
+            engines["vllm"] = state["engine"]
+        real_hf = hf.sample_round
+        try:
+            hf.sample_round = scripted_call(real_hf, tok, call)
+            for name, engine in engines.items():
+                if name == "vllm":
+                    engine.sample_round = scripted_call(type(engine).sample_round.__get__(engine),
+                                                        tok, call)
+                sync()
+                start = time.perf_counter()
+                done = [c for row in engine.generate(prompts, G, [0, 1], sampling) for c in row]
+                sync()
+                out[name] = {"seconds": round(time.perf_counter() - start, 2),
+                             "calls": sum(c.tool_calls for c in done),
+                             "inserted_tokens": sum(len(c.token_ids) - c.sampled_tokens for c in done),
+                             "sampled_tokens": sum(c.sampled_tokens for c in done)}
+                assert all(c.tool_calls == 1 and "0.3678794412" in c.transcript for c in done)
+                assert all(c.sampled_tokens <= sampling.max_new_tokens for c in done)
+        finally:
+            hf.sample_round = real_hf
+            if "vllm" in engines:
+                del engines["vllm"].sample_round
+    return run
 
 
 def path_steps(path: str) -> list[Step]:
@@ -510,6 +557,7 @@ def path_steps(path: str) -> list[Step]:
     steps.append(Step(p + "grpo_update", grpo_update(path), (p + "load",)))
     if path != "unsloth":
         steps.append(Step(p + "sft_step", sft_step(path), (p + "load",)))
+    steps.append(Step(p + "tool_rollout", tool_rollout(path), (p + "load",)))
     steps.append(Step(p + "release", release(path)))
     return steps
 
@@ -518,7 +566,7 @@ def all_steps(paths: list[str]) -> list[Step]:
     steps = [Step("environment", environment), Step("checkpoint", prepare_checkpoint)]
     for path in paths:
         steps += path_steps(path)
-    return steps + [Step("tool_rollout", tool_rollout)]
+    return steps
 
 
 # ---------------------------------------------------------------------------- the runner

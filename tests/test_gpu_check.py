@@ -21,7 +21,8 @@ BARE = ("import runpy, sys\n"
         f"sys.argv = [{str(SCRIPT)!r}] + sys.argv[1:]\n"
         f"runpy.run_path({str(SCRIPT)!r}, run_name='__main__')\n")
 CPU_RAN = ["environment", "checkpoint", "bf16.load", "bf16.logprobs_agree", "bf16.hf_rollout",
-           "bf16.grpo_update", "bf16.sft_step", "bf16.release", "4bit.release", "unsloth.release"]
+           "bf16.grpo_update", "bf16.sft_step", "bf16.tool_rollout", "bf16.release", "4bit.release",
+           "unsloth.release"]
 
 
 @pytest.fixture(scope="module")
@@ -53,13 +54,15 @@ def test_small_config_on_a_bare_node_lists_every_step_ran_or_skipped(tmp_path, w
     assert result["config"] == "small" and result["G"] == 4 and result["groups"] == 4
     assert [name for name, e in steps.items() if e["status"] == "ran"] == CPU_RAN
     skipped = {name: e["why"] for name, e in steps.items() if e["status"] == "skipped"}
-    assert set(skipped) | set(CPU_RAN) == set(steps) and len(steps) == 28
+    assert set(skipped) | set(CPU_RAN) == set(steps) and len(steps) == 30
     assert skipped["bf16.vllm_start"] == "vllm is not installed"
     assert skipped["bf16.stepping"] == "needs bf16.vllm_start, which was skipped (vllm is not installed)"
     assert skipped["4bit.load"] == "4-bit NF4 needs CUDA"
     assert skipped["4bit.vllm_rollout"] == "needs 4bit.load, which was skipped (4-bit NF4 needs CUDA)"
     assert skipped["unsloth.load"] == "Unsloth needs CUDA"
-    assert skipped["tool_rollout"].startswith("no tool-calling rollout yet")
+    assert skipped["4bit.tool_rollout"] == "needs 4bit.load, which was skipped (4-bit NF4 needs CUDA)"
+    tools = steps["bf16.tool_rollout"]["hf"]
+    assert tools["calls"] == 8 and tools["inserted_tokens"] > 0  # 2 prompts x G, one call each
     bf16 = {name.split(".", 1)[1]: e for name, e in steps.items() if name.startswith("bf16.")}
     assert bf16["hf_rollout"]["checkpointing_after_rollout"] is True
     assert bf16["hf_rollout"]["sequences"] == 16 and bf16["hf_rollout"]["tokens_per_s"] > 0
@@ -72,8 +75,8 @@ def test_small_config_on_a_bare_node_lists_every_step_ran_or_skipped(tmp_path, w
     assert bf16["sft_step"]["tokens_per_sequence"] == shapes["sft_tokens"]
     assert result["total_seconds"] >= sum(e["seconds"] for e in steps.values()) > 0
     # The output lists every step with its status and, when it did not run, why.
-    table = proc.stdout[proc.stdout.index("28 steps in"):]
-    assert "10 ran, 18 skipped, 0 failed" in table
+    table = proc.stdout[proc.stdout.index("30 steps in"):]
+    assert "11 ran, 19 skipped, 0 failed" in table
     for name, entry in steps.items():
         line = next(x for x in table.splitlines() if x.split()[:2] == [name, entry["status"]])
         assert entry.get("why", "") in line
@@ -118,7 +121,7 @@ def test_a_failing_step_keeps_every_earlier_figure_on_disk(gpu_check, tmp_path, 
     assert steps["bf16.grpo_update"]["status"] == steps["bf16.sft_step"]["status"] == "ran"
     assert steps["bf16.vllm_start"]["why"] == "--skip-vllm"
     printed = capsys.readouterr().out
-    assert "13 steps in" in printed and "7 ran, 5 skipped, 1 failed" in printed
+    assert "13 steps in" in printed and "8 ran, 4 skipped, 1 failed" in printed
     assert re.search(r"bf16\.hf_rollout +failed +[0-9.]+ s  RuntimeError: CUDA error: injected",
                      printed)
 
@@ -133,7 +136,8 @@ def test_the_vllm_steps_run_the_projects_engine(tmp_path, work_dir):
                           capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     steps = json.loads(next(tmp_path.glob("*.json")).read_text())["steps"]
-    assert all(e["status"] == "ran" for name, e in steps.items() if name != "tool_rollout")
+    assert all(e["status"] == "ran" for e in steps.values())
+    assert steps["bf16.tool_rollout"]["vllm"]["calls"] == steps["bf16.tool_rollout"]["hf"]["calls"] == 8
     sampler = steps["bf16.vllm_rollout"]["sampler_vs_trainer"]
     assert sampler["tokens"] == 16 * 8 and sampler["max_abs_diff"] < 1e-4
     sync = steps["bf16.adapter_sync"]

@@ -19,10 +19,22 @@ import math
 import operator
 from statistics import NormalDist
 
-from scipy import special
 from simpleeval import FunctionNotDefined, InvalidExpression, NameNotDefined, SimpleEval
 
 MAX_CHARS = 1000
+
+
+class _Special:
+    """scipy.special, imported on first use: the engines import this module, and a bare GPU
+    node (torch, transformers, peft) must be able to import them."""
+
+    def __getattr__(self, name):
+        from scipy import special
+
+        return getattr(special, name)
+
+
+special = _Special()
 _NORMAL = NormalDist()
 
 
