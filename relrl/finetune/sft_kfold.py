@@ -109,7 +109,7 @@ def plan_runs(cfg: SFTConfig, rows: list[dict], output_dir: Path, *, folds: int,
 def train_adapter(cfg: SFTConfig, plan: FoldPlan, model, tokenizer,
                   tracker: Tracker | None = None) -> dict:
     """Attach a fresh LoRA, train it on the plan's rows (resuming when asked), save it."""
-    examples, built = build_examples(plan.train_rows, tokenizer, cfg.max_length)
+    examples, built = build_examples(plan.train_rows, tokenizer, cfg.max_length, cfg.tools)
     for note in built.warnings() if distributed.is_main() else ():
         print(f"warning: {plan.name}: {note}", file=sys.stderr, flush=True)
     if not examples:
@@ -121,14 +121,19 @@ def train_adapter(cfg: SFTConfig, plan: FoldPlan, model, tokenizer,
                          label=f"sft {plan.name}", tracker=tracker)
     result = trainer.run(plan.resume_from)
     result.update(answer_only=built.answer_only, boxed_added=built.boxed_added,
-                  truncated=built.truncated, dropped=len(built.dropped))
+                  truncated=built.truncated, dropped=len(built.dropped), tools=cfg.tools)
+    if cfg.tools != "none":
+        result.update(tool_solutions=built.tool_solutions, plain_reasoning=built.plain_reasoning)
     if not distributed.is_main():  # rank 0 writes; the others only trained
         return {"result": result, "model": peft_model}
     atomic_write_json(plan.run_dir / STATS_FILE, result)
     if not result["stopped_by"].startswith("SIG"):
         plan.adapter_dir.parent.mkdir(parents=True, exist_ok=True)
         save_adapter(peft_model, plan.adapter_dir)
-        print(f"{plan.name}: {result['steps']} steps on {len(examples)} examples, final loss "
+        mix = "" if cfg.tools == "none" else (
+            f" ({built.tool_solutions} calling the {cfg.tools}, {built.plain_reasoning} plain: "
+            "no expression)")
+        print(f"{plan.name}: {result['steps']} steps on {len(examples)} examples{mix}, final loss "
               f"{result['losses'][-1]:.4f}; adapter saved to {plan.adapter_dir}", flush=True)
     return {"result": result, "model": peft_model}
 
@@ -337,7 +342,8 @@ def _train_and_score(cfg: KFoldConfig, args, rows, output_dir: Path) -> int:
         print(f"SFT {cfg.model}: {len(rows)} rows, {'all rows' if cfg.train_all else f'{cfg.folds} folds'}"
               f" ({', '.join(p.name for p in plans)}), LoRA r={cfg.lora_r} "
               f"alpha={cfg.lora_alpha}, lr {cfg.learning_rate:g}, {cfg.epochs} epochs, "
-              f"batch {cfg.batch_size}, {distributed.world()} rank(s)", flush=True)
+              f"batch {cfg.batch_size}, {distributed.world()} rank(s)"
+              f"{'' if cfg.tools == 'none' else f', tools: {cfg.tools}'}", flush=True)
     # one tracker per adapter, each opened before its model loads (a missing package: at once)
     trackers = [open_tracker(cfg.report_to, plan.run_dir, run_name=f"sft-{plan.name}",
                              config=plan.settings, main=main) for plan in plans]

@@ -1,7 +1,8 @@
 """LoRA supervised fine-tuning: the SFT warm start (its k-fold sweep is relrl.finetune.sft_kfold).
 
   - examples (relrl.finetune.examples): system + user prompt -> worked solution ending in \\boxed{},
-    loss on the assistant tokens only, end-of-turn included; no packing;
+    loss on the assistant tokens only, end-of-turn included; no packing; with --tools
+    calculator, tool-using solutions whose inserted tokens (the tool's answer) carry no loss;
   - the loop: relrl.finetune.epoch_loop (shared with the DPO trainer);
   - the SFT step: summed token NLL over the step's assistant tokens divided by their number, so
     micro-batching changes memory, not the loss; NEFTune noise on the input embeddings.
@@ -18,6 +19,7 @@ from relrl.modeling.loading import device_of
 from relrl.modeling.logprobs import completion_logprobs
 from relrl.runtime.cli import UsageError
 from relrl.runtime.config import LOAD_IN_4BIT, fingerprint_settings, setting
+from relrl.tools.protocol import TOOL_CHOICES
 
 DEFAULT_MODEL = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
 
@@ -76,6 +78,10 @@ class SFTConfig(LoopConfig):
     load_in_4bit: bool | None = setting(None, "auto: 4-bit NF4 on CUDA for hub/local models, "
                                         "float32 on the CPU", choices=LOAD_IN_4BIT)
     unsloth: bool = setting(False, "load through Unsloth (CUDA only)")
+    tools: str = setting("none", "none: the study's plain worked solutions; calculator: the "
+                         "prompt declares the calculator and rows with an `expression` train on "
+                         "a solution that calls it (the tool's answer masked), the others on "
+                         "their plain solution", choices=TOOL_CHOICES)
 
     def check(self) -> None:
         super().check()
@@ -86,7 +92,10 @@ class SFTConfig(LoopConfig):
 
     def settings(self) -> dict:
         """What makes two runs the same run (bookkeeping settings left out)."""
-        return fingerprint_settings(self)
+        out = fingerprint_settings(self)
+        if out["tools"] == "none":  # added after runs were recorded: those still resume
+            out.pop("tools")
+        return out
 
 
 class SFTTrainer(EpochTrainer):
@@ -98,7 +107,7 @@ class SFTTrainer(EpochTrainer):
         self.neftune = NEFTune(model, cfg.neftune_alpha)
 
     def train_step(self, examples) -> dict:
-        tokens = sum(len(e.completion_ids) for e in examples)  # the whole step's, every rank
+        tokens = sum(e.trained_tokens for e in examples)  # the whole step's, every rank
         sums = []
         for m, part in self.my_micro_batches(examples):
             batch = collate_examples(part, self.pad_id)
