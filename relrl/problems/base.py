@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -175,6 +176,22 @@ def num(x: float) -> str:
 def num_pct(p: float) -> str:
     """A probability the question quotes as a percentage (pct), inside an expression: "(90/100)"."""
     return f"({pct(p)[:-1]}/100)"
+
+
+# constants an expression may add to the question's numbers: the small integers of formulas
+# (1 - p, x^2, 2T, 3R^2), percent, Celsius to kelvin, Boltzmann's constant in eV/K
+EXPRESSION_CONSTANTS = frozenset({1.0, 2.0, 3.0, 100.0, 273.15, 8.617333262e-5})
+_EXPRESSION_NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+_TEXT_NUMBER = re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
+
+
+def stray_numbers(expression: str, question: str) -> set[float]:
+    """The numbers of `expression` that are neither in `question` (thousands commas read, as
+    "49,000" = 49000) nor EXPRESSION_CONSTANTS: empty when it is written with the question's
+    numbers. Signs and the parts of "2.3 × 10^-5" count as separate numbers on both sides."""
+    given = {float(m.replace(",", "")) for m in _TEXT_NUMBER.findall(question)}
+    used = {float(m) for m in _EXPRESSION_NUMBER.findall(expression)}
+    return used - given - EXPRESSION_CONSTANTS
 
 
 # ---------------------------------------------------------------- parameter draws
