@@ -55,7 +55,8 @@ from typing import Callable
 import torch
 
 from relrl.data.dataset_io import atomic_write_json
-from relrl.engines import Engine, GenerationStopped, SamplingConfig, make_engine
+from relrl.data.prompting import build_prompt
+from relrl.engines import Engine, GenerationStopped, SamplingConfig, hf, make_engine
 from relrl.engines.vllm import bnb_plugin_present
 from relrl.modeling.loading import (
     attach_lora,
@@ -72,6 +73,7 @@ from relrl.rl.grpo_loss import LossConfig, batch_counts, group_advantages, polic
 # None of these imports transformers or peft, so main() can still import Unsloth before them
 # (it patches them only when it comes first).
 from relrl.runtime.cli import ArgumentParser, UsageError, run_main
+from relrl.tools.protocol import calculator_call
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -506,10 +508,6 @@ def tool_rollout(path: str):
     def run(check: Check, out: dict) -> None:
         """One multi-turn rollout with the calculator through each engine this path runs: the
         call answered, its inserted ids masked, the model continuing within the budget."""
-        from relrl.data.prompting import build_prompt
-        from relrl.engines import hf
-        from relrl.tools.protocol import calculator_call
-
         require("simpleeval")  # the calculator's parser: pure Python, carried with the tree if absent
         state = check.paths[path]
         tok = state["tokenizer"]

@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from relrl.data.dataset_io import atomic_write_json
-from relrl.data.prompting import SYSTEM_PROMPT, build_prompt, build_training_text
+from relrl.data.prompting import CHATML_TEMPLATE, SYSTEM_PROMPT, build_prompt, build_training_text
 from relrl.engines import SamplingConfig, make_engine, question_seed
 from relrl.grading.scoring import grade
 from relrl.grading.target_kind import target_kind_of
@@ -104,23 +104,30 @@ def tiny_dir(recipe: Recipe = RECIPE) -> Path:
 
 def load_or_build_tiny(recipe: Recipe = RECIPE, folder: Path | None = None):
     """(model, tokenizer) of `tiny`, building it first if the cache lacks it."""
+    return load_or_build(Path(folder or tiny_dir(recipe)), "tiny", lambda f: build_tiny(recipe, f))
+
+
+def load_or_build(folder: Path, name: str, build):
+    """(model, tokenizer) saved in `folder`, running build(folder) first if it is not there
+    (once, when several processes ask at the same time)."""
     from transformers import AutoTokenizer, Qwen3ForCausalLM  # seconds to import: only when loaded
 
-    folder = Path(folder or tiny_dir(recipe))
     if not (folder / "accuracy.json").is_file():
-        with _lock(folder):
+        with build_lock(folder):
             if not (folder / "accuracy.json").is_file():  # another process may have built it
-                print(f"building the tiny model into {folder} (first use only, a few minutes)",
+                print(f"building the {name} model into {folder} (first use only, a few minutes)",
                       file=sys.stderr, flush=True)
-                build_tiny(recipe, folder)
+                build(folder)
     model = Qwen3ForCausalLM.from_pretrained(folder, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    name_model(model, "tiny")
+    # the current template: it renders tools; without them, what the model was trained on
+    tokenizer.chat_template = CHATML_TEMPLATE
+    name_model(model, name)
     return model.eval(), tokenizer
 
 
 @contextmanager
-def _lock(folder: Path):
+def build_lock(folder: Path):
     folder.parent.mkdir(parents=True, exist_ok=True)
     with open(folder.parent / f".{folder.name}.lock", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -131,7 +138,7 @@ def _lock(folder: Path):
 
 
 @contextmanager
-def _threads(n: int):
+def threads(n: int):
     before = torch.get_num_threads()
     torch.set_num_threads(n)
     try:
@@ -278,7 +285,7 @@ def build_tiny(recipe: Recipe, folder: Path, log=print) -> dict:
     started = time.time()
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    with _threads(recipe.threads):
+    with threads(recipe.threads):
         rows = training_rows(recipe)
         # Laid out as the chat prompt is, so the system prompt and roles get their own merges.
         texts = [f"system\n{SYSTEM_PROMPT}\nuser\n{row['question']}\nassistant\n{row['reasoning']}"
@@ -295,6 +302,16 @@ def build_tiny(recipe: Recipe, folder: Path, log=print) -> dict:
     report.update(recipe=asdict(recipe), final_loss=sum(losses[-20:]) / len(losses[-20:]),
                   train_seconds=round(train_seconds, 1),
                   build_seconds=round(time.time() - started, 1))
+    save_build(folder, model, tokenizer, report)
+    log(format_accuracy(report))
+    log(f"built in {report['build_seconds']:.0f}s (training {report['train_seconds']:.0f}s); "
+        f"saved to {folder}")
+    return report
+
+
+def save_build(folder: Path, model, tokenizer, report: dict) -> None:
+    """Weights, tokenizer and accuracy.json into `folder`, through a staging folder beside it,
+    so a killed build leaves no folder that looks finished."""
     staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
     try:
         model.save_pretrained(staging)
@@ -305,10 +322,6 @@ def build_tiny(recipe: Recipe, folder: Path, log=print) -> dict:
         staging.rename(folder)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    log(format_accuracy(report))
-    log(f"built in {report['build_seconds']:.0f}s (training {report['train_seconds']:.0f}s); "
-        f"saved to {folder}")
-    return report
 
 
 def checked_report(folder: Path, rule: str, recipe: Recipe = RECIPE) -> dict:
@@ -321,7 +334,7 @@ def checked_report(folder: Path, rule: str, recipe: Recipe = RECIPE) -> dict:
     path = folder / f"accuracy-{rule}.json"
     if not path.is_file():
         model, tokenizer = load_or_build_tiny(recipe, folder)
-        with _threads(recipe.threads):
+        with threads(recipe.threads):
             exclude = frozenset(row["question"] for row in training_rows(recipe))
             check = family_accuracy(model, tokenizer, recipe, exclude, rule)
         atomic_write_json(path, {**check, "recipe": report["recipe"]})
@@ -337,13 +350,13 @@ def main() -> None:
         args = parser.parse_args()
         folder = tiny_dir()
         if args.force or not (folder / "accuracy.json").is_file():
-            with _lock(folder):
+            with build_lock(folder):
                 # another process may have built it while this one waited for the lock
                 if args.force or not (folder / "accuracy.json").is_file():
                     build_tiny(RECIPE, folder)  # prints the study rule's table
                     if args.tolerance_rule == "study":
                         return
-        with _lock(folder):
+        with build_lock(folder):
             print(format_accuracy(checked_report(folder, args.tolerance_rule)))
             print(f"cached at {folder} (--force to rebuild)")
 

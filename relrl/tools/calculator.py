@@ -15,18 +15,18 @@ distribution functions evaluate in closed form or through scipy.special, in cons
 from __future__ import annotations
 
 import ast
+import functools
 import math
 import operator
 from statistics import NormalDist
 
-from simpleeval import FunctionNotDefined, InvalidExpression, NameNotDefined, SimpleEval
-
 MAX_CHARS = 1000
 
 
+# scipy and simpleeval are imported on first use: the engines import this module, and a bare GPU
+# node (torch, transformers, peft) must be able to import them.
 class _Special:
-    """scipy.special, imported on first use: the engines import this module, and a bare GPU
-    node (torch, transformers, peft) must be able to import them."""
+    """scipy.special, imported on first use."""
 
     def __getattr__(self, name):
         from scipy import special
@@ -114,26 +114,32 @@ _OPERATORS = {
 _SPELLINGS = (("^", "**"), ("×", "*"), ("·", "*"), ("÷", "/"), ("\u2212", "-"), ("π", "pi"))
 
 
-class _Evaluator(SimpleEval):
-    """simpleeval with only the node kinds an arithmetic expression has."""
+@functools.cache
+def _evaluator_type():
+    from simpleeval import SimpleEval
 
-    def __init__(self):
-        super().__init__(operators=_OPERATORS, functions=FUNCTIONS, names=NAMES)
-        self.nodes = {ast.Expr: self._eval_expr, ast.Name: self._eval_name,
-                      ast.UnaryOp: self._eval_unaryop, ast.BinOp: self._eval_binop,
-                      ast.Call: self._eval_call, ast.Constant: self._number}
+    class Evaluator(SimpleEval):
+        """simpleeval with only the node kinds an arithmetic expression has."""
 
-    @staticmethod
-    def _number(node: ast.Constant) -> float:
-        value = node.value
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise CalculatorError(f"not a number: {value!r}"[:80])
-        return float(value)  # never an exact integer: 9^9^9 overflows instead of growing
+        def __init__(self):
+            super().__init__(operators=_OPERATORS, functions=FUNCTIONS, names=NAMES)
+            self.nodes = {ast.Expr: self._eval_expr, ast.Name: self._eval_name,
+                          ast.UnaryOp: self._eval_unaryop, ast.BinOp: self._eval_binop,
+                          ast.Call: self._eval_call, ast.Constant: self._number}
 
-    def _eval_call(self, node: ast.Call):
-        if node.keywords:
-            raise CalculatorError("functions take positional arguments only")
-        return super()._eval_call(node)
+        @staticmethod
+        def _number(node: ast.Constant) -> float:
+            value = node.value
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise CalculatorError(f"not a number: {value!r}"[:80])
+            return float(value)  # never an exact integer: 9^9^9 overflows instead of growing
+
+        def _eval_call(self, node: ast.Call):
+            if node.keywords:
+                raise CalculatorError("functions take positional arguments only")
+            return super()._eval_call(node)
+
+    return Evaluator
 
 
 def _postfix_factorials(text: str) -> str:
@@ -174,7 +180,9 @@ def evaluate(expression: str) -> float:
         tree = ast.parse(text, mode="eval")
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         raise CalculatorError(f"cannot parse {expression.strip()[:60]!r}") from None
-    evaluator = _Evaluator()
+    from simpleeval import FunctionNotDefined, InvalidExpression, NameNotDefined
+
+    evaluator = _evaluator_type()()
     evaluator.expr = text
     try:
         value = evaluator._eval(tree.body)

@@ -13,6 +13,8 @@ import json
 import re
 from dataclasses import dataclass
 
+from relrl.tools.calculator import calculator
+
 TOOL_CHOICES = ("none", "calculator")  # --tools
 DEFAULT_MAX_TOOL_CALLS = 4
 CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
@@ -85,7 +87,5 @@ def answer_call(body: str, tools: str = "calculator") -> ToolAnswer:
             arguments = None
     if not isinstance(arguments, dict) or not isinstance(arguments.get("expression"), str):
         return ToolAnswer('error: missing argument "expression" (a string)', True)
-    from relrl.tools.calculator import calculator  # simpleeval: only once a call is made
-
     result = calculator(arguments["expression"])
     return ToolAnswer(result, result.startswith("error:"))
