@@ -31,13 +31,18 @@ class MicroBatch:
 
 def pack(rows: list[tuple[int, object, float]], pad_id: int,
          mask_truncated: bool = False) -> MicroBatch:
-    """A micro-batch of (group position, completion, advantage) rows. `mask_truncated` takes
-    completions cut at max_new_tokens out of the loss. The sampler's log-probs are kept only
-    when every completion carries them."""
+    """A micro-batch of (group position, completion, advantage) rows. The mask holds the
+    tokens the model sampled: padding and the tokens a tool loop inserted (sampled_mask 0) stay
+    out of the loss, the KL, the entropy and the importance ratio, so the sampler's log-probs
+    there (0.0) are never read. `mask_truncated` takes completions cut at max_new_tokens out of
+    the loss. The sampler's log-probs are kept only when every completion carries them."""
     completions = [c for _, c, _ in rows]
     ids, attention, start = pack_sequences([c.prompt_ids for c in completions],
                                            [c.token_ids for c in completions], pad_id)
     mask = attention[:, start:].float()
+    for r, c in enumerate(completions):  # tokens a tool loop inserted are not the model's
+        if c.sampled_mask is not None:
+            mask[r, :len(c.sampled_mask)] *= torch.tensor(c.sampled_mask, dtype=mask.dtype)
     if mask_truncated:
         keep = torch.tensor([0.0 if c.truncated else 1.0 for c in completions])
         mask = mask * keep.unsqueeze(1)

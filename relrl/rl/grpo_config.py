@@ -14,6 +14,7 @@ from relrl.rl.grpo_loss import ADVANTAGE_MODES, AGGREGATIONS
 from relrl.runtime.cli import UsageError
 from relrl.runtime.config import LOAD_IN_4BIT, check_fields, fingerprint_settings, flag_of, setting
 from relrl.runtime.tracking import REPORT_TO
+from relrl.tools.protocol import DEFAULT_MAX_TOOL_CALLS, TOOL_CHOICES
 
 DEFAULT_MODEL = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
 ROLLOUTS, SAMPLING, OPTIMISATION = "rollouts", "dynamic sampling", "optimisation"
@@ -78,8 +79,14 @@ class GRPOConfig:
     reward: str = setting("grader", "grader: the study's graded answer reward; digit-share: a "
                           "toy reward (share of digits) for smoke tests with tiny-random",
                           choices=("grader", "digit-share"), group=ROLLOUTS)
-    overlong_buffer: int = setting(0, "DAPO soft overlong penalty over the last N tokens (0: off)",
-                                   group=ROLLOUTS)
+    tools: str = setting(
+        "none", "none: one turn, the study's; calculator: the model may call a calculator, whose "
+        "answers are inserted between turns and kept out of the loss (docs/training.md)",
+        choices=TOOL_CHOICES, group=ROLLOUTS)
+    max_tool_calls: int = setting(DEFAULT_MAX_TOOL_CALLS, "with --tools: calls a completion may "
+                                  "make (more are answered with an error)", group=ROLLOUTS)
+    overlong_buffer: int = setting(0, "DAPO soft overlong penalty over the last N of the model's "
+                                   "own tokens (0: off)", group=ROLLOUTS)
     mask_truncated: bool = setting(False, "truncated completions add nothing to the loss (DAPO "
                                    "overlong filtering)", group=ROLLOUTS)
     # dynamic sampling
@@ -181,6 +188,8 @@ class GRPOConfig:
         need(self.tolerance >= 0, "tolerance", f"must be >= 0, got {self.tolerance}")
         need(self.patience >= 0, "patience", f"must be >= 0, got {self.patience}")
         need(self.tis_cap >= 0, "tis_cap", f"must be >= 0 (0: off), got {self.tis_cap}")
+        need(self.max_tool_calls >= 0, "max_tool_calls",
+             f"must be >= 0, got {self.max_tool_calls}")
         check_memory_fraction(self.vllm_gpu_memory_utilization)
 
     def settings(self) -> dict:
@@ -189,9 +198,12 @@ class GRPOConfig:
         out = fingerprint_settings(self)
         # Settings added after runs were recorded: left out at their defaults, so those resume.
         for key, default in (("pass_rate_scheme", "plug-in"), ("val_samples", 1),
-                             ("tolerance_rule", "study"), ("top_k", 0)):
+                             ("tolerance_rule", "study"), ("top_k", 0), ("tools", "none"),
+                             ("max_tool_calls", DEFAULT_MAX_TOOL_CALLS)):
             if out[key] == default:
                 out.pop(key)
+        if self.tools == "none":  # no calls are made, so their limit changes nothing
+            out.pop("max_tool_calls", None)
         if out["informative_by"] == "reward":  # as runs from before the option judged groups
             out.pop("informative_by")
         if self.sft_adapter:  # the warm-start adapter brings its own rank and alpha

@@ -60,18 +60,29 @@ def group_metrics(parts: list[tuple[int, int, dict]], owners: list[torch.Tensor]
     } for k in range(n_groups)]
 
 
+def tool_metrics(completions) -> dict:
+    """A group's tool use: mean calls per completion, and the share of calls answered with an
+    error (None when no call was made)."""
+    calls = sum(c.tool_calls for c in completions)
+    errors = sum(c.tool_errors for c in completions)
+    return {"tool_calls_mean": calls / len(completions),
+            "tool_error_share": errors / calls if calls else None}
+
+
 def step_record(step: int, question_id, group: Group, metrics: dict, counters: dict, *,
-                lr: float, t_sample: float, t_update: float) -> dict:
+                lr: float, t_sample: float, t_update: float, tools: bool = False) -> dict:
     """One useful step's line of train_log.jsonl: its group, its update's metrics, the waste so
-    far (counters: WasteCounters.to_dict())."""
-    lengths = [len(c.token_ids) for c in group.payload]
+    far (counters: WasteCounters.to_dict()); with `tools`, its tool use. Lengths count the
+    model's own tokens, not a tool loop's inserted ones."""
+    lengths = [c.sampled_tokens for c in group.payload]
     return {
         "step": step, "question_id": question_id, "attempt": group.attempt,
         "rewards": group.rewards, "reward_mean": statistics.fmean(group.rewards),
         "reward_std": statistics.pstdev(group.rewards), "n_correct": sum(group.correct),
         **metrics,
         "completion_lengths": lengths, "mean_length": statistics.fmean(lengths),
-        "truncated": sum(c.truncated for c in group.payload), "lr": lr,
+        "truncated": sum(c.truncated for c in group.payload),
+        **(tool_metrics(group.payload) if tools else {}), "lr": lr,
         "t_sample": t_sample, "t_update": t_update,
         "waste": {kind: counters[kind] for kind in WASTE_KINDS},
         "total_attempts": counters["total_attempts"], "waste_rate": counters["waste_rate"],
@@ -80,18 +91,21 @@ def step_record(step: int, question_id, group: Group, metrics: dict, counters: d
 
 def progress_line(record: dict, max_steps: int) -> str:
     """A step's record as one line for the terminal."""
+    calls = f"calls {record['tool_calls_mean']:.1f} " if "tool_calls_mean" in record else ""
     return (f"step {record['step']}/{max_steps} "
             f"reward {record['reward_mean']:.3f}±{record['reward_std']:.3f} "
             f"correct {record['n_correct']}/{len(record['rewards'])} loss {record['loss']:+.4f} "
             f"clip {record['clip_frac']:.2f} entropy {record['entropy']:.2f} "
-            f"len {record['mean_length']:.0f} lr {record['lr']:.2e} "
+            f"len {record['mean_length']:.0f} {calls}lr {record['lr']:.2e} "
             f"waste {record['waste_rate']:.0%} of {record['total_attempts']}")
 
 
 def run_statistics(counters: dict, *, updates: int, stats: dict, best: dict | None,
-                   stopped_by: str, settings: dict) -> dict:
+                   stopped_by: str, settings: dict, tools: str = "none",
+                   max_tool_calls: int | None = None) -> dict:
     """statistics.json: the study's counters, the per-step curves and validations, the best
-    validation, why the run stopped and its settings."""
+    validation, why the run stopped and its settings; which tools the rollouts had (recorded
+    even at their defaults, which the settings leave out to keep old runs' fingerprints)."""
     return {
         "useful_steps": counters["useful_steps"],
         "wasted_steps": counters["wasted_steps"],
@@ -106,6 +120,8 @@ def run_statistics(counters: dict, *, updates: int, stats: dict, best: dict | No
         "best_step": best["step"] if best else None,
         "best_val_accuracy": best["val_accuracy"] if best else None,
         "stopped_by": stopped_by,
+        "tools": tools,
+        "max_tool_calls": max_tool_calls,
         "settings": settings,
     }
 

@@ -3,6 +3,9 @@
 One optimiser update (`GRPOTrainer.run`):
   1. draw questions and sample G completions for each in one call to the rollout engine
      (relrl.engines: batched HF generate, or vLLM with the adapter synced after every update);
+     with --tools calculator the engine answers the model's calls between turns, and the
+     tokens it inserts stay out of the loss, the KL, the entropy, the importance ratio, the
+     overlong penalty and the length metrics (only the model's own tokens count);
   2. score them (relrl.grading.scoring, or an injected reward) and keep only groups with some answers
      right and some wrong (relrl.rl.dynamic_sampling; --informative-by reward: whose rewards
      differ, the study's rule) until the training batch holds `grad_accum` groups: each kept
@@ -115,10 +118,11 @@ class GRPOTrainer:
         self.settings = settings if settings is not None else cfg.settings()
         self.fingerprint = fingerprint
         self.out = Path(cfg.output_dir)
-        self.prompts = [build_prompt(tokenizer, row["question"]) for row in rows]
+        self.prompts = [build_prompt(tokenizer, row["question"], tools=cfg.tools) for row in rows]
         self.sampling = SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p,
                                        top_k=cfg.top_k, max_new_tokens=cfg.max_new_tokens,
-                                       micro_batch=cfg.gen_micro_batch)
+                                       micro_batch=cfg.gen_micro_batch, tools=cfg.tools,
+                                       max_tool_calls=cfg.max_tool_calls)
         self.loss_cfg = LossConfig(clip_low=cfg.clip_low, clip_high=cfg.clip_high, beta=cfg.beta,
                                    aggregation=cfg.aggregation, constant=cfg.max_new_tokens)
 
@@ -188,9 +192,10 @@ class GRPOTrainer:
             self.engine_synced = True
 
     def length_penalty(self, completion) -> float:
+        """DAPO's overlong penalty on the model's own tokens (tool answers are not its length)."""
         if not self.cfg.overlong_buffer:
             return 0.0
-        length = len(completion.token_ids) + (1 if completion.truncated else 0)
+        length = completion.sampled_tokens + (1 if completion.truncated else 0)
         return overlong_penalty(length, self.cfg.max_new_tokens, self.cfg.overlong_buffer)
 
     # ------------------------------------------------------------------ the update
@@ -287,7 +292,8 @@ class GRPOTrainer:
     def validate(self) -> list[int]:
         """Pass counts of val_samples completions per validation row, seeded per question."""
         rows = distributed.share(self.val_rows)  # each rank scores its share
-        prompts = [build_prompt(self.tokenizer, row["question"]) for row in rows]
+        prompts = [build_prompt(self.tokenizer, row["question"], tools=self.cfg.tools)
+                   for row in rows]
         seeds = [question_seed(self.cfg.seed, str(row["id"])) for row in rows]
         k = self.cfg.val_samples
         self.sync_engine()
@@ -330,7 +336,8 @@ class GRPOTrainer:
     def statistics(self, stopped_by: str) -> dict:
         return run_statistics(self.sampler.counters.to_dict(), updates=self.updates,
                               stats=self.stats, best=self.best, stopped_by=stopped_by,
-                              settings=self.settings)
+                              settings=self.settings, tools=self.cfg.tools,
+                              max_tool_calls=self.cfg.max_tool_calls)
 
     def log_steps(self, groups, metrics, val_accuracy, **timing) -> None:
         """The batch's useful steps to train_log.jsonl, the terminal and the tracker (rank 0)."""
@@ -339,7 +346,8 @@ class GRPOTrainer:
         counters = self.sampler.counters.to_dict()
         first = self.useful_steps - len(groups) + 1
         records = [step_record(first + k, self.rows[group.index]["id"], group, m, counters,
-                               **timing) for k, (group, m) in enumerate(zip(groups, metrics))]
+                               tools=self.cfg.tools != "none", **timing)
+                   for k, (group, m) in enumerate(zip(groups, metrics))]
         if val_accuracy is not None:
             records[-1]["val_accuracy"] = val_accuracy
         for record in records:
