@@ -79,8 +79,8 @@ class Completion:
     # overlong penalty and the SFT labels.
     sampled_mask: list[int] | None = None
     transcript: str = ""  # the whole completion decoded, tool calls and answers included
-    tool_calls: int = 0   # calls answered
-    tool_errors: int = 0  # of which answered with an error (malformed call or tool error)
+    tool_calls: int = 0   # calls answered (run, or refused past --max-tool-calls)
+    tool_errors: int = 0  # of which answered with an error (malformed, failed or refused)
 
     def __post_init__(self):
         if not self.transcript:

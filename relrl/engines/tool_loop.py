@@ -27,7 +27,7 @@ from relrl.engines.base import (
     stop_token_ids,
     turn_seed,
 )
-from relrl.tools.protocol import answer_call, tool_call_bodies
+from relrl.tools.protocol import ToolAnswer, answer_call, tool_call_bodies
 
 
 @dataclass(frozen=True)
@@ -55,8 +55,9 @@ class _Rollout:
     logprobs: list[float] | None = field(default_factory=list)
     turn: int = 0
     turn_start: int = 0  # where the current turn's sampled ids begin in `ids`
-    calls: int = 0
-    errors: int = 0
+    run: int = 0     # calls run (at most max_tool_calls)
+    calls: int = 0   # calls answered: run, or refused past the limit
+    errors: int = 0  # answers that were errors
     truncated: bool = False
 
     @property
@@ -82,11 +83,12 @@ def _answers(text: str, rollout: _Rollout, sampling: SamplingConfig) -> list[str
     """Answers to this turn's calls (counted on the rollout); calls past the limit are refused."""
     answers = []
     for body in tool_call_bodies(text):
-        if rollout.calls >= sampling.max_tool_calls:
-            answers.append(f"error: no more tool calls (the limit is {sampling.max_tool_calls})")
-            rollout.errors += 1
-            continue
-        answer = answer_call(body, sampling.tools)
+        if rollout.run >= sampling.max_tool_calls:
+            answer = ToolAnswer(f"error: no more tool calls (the limit is "
+                                f"{sampling.max_tool_calls})", True)
+        else:
+            answer = answer_call(body, sampling.tools)
+            rollout.run += 1
         rollout.calls += 1
         rollout.errors += answer.failed
         answers.append(answer.text)
@@ -127,7 +129,7 @@ def run_rollouts(sample_round: SampleRound, tokenizer, prompts: list[str], n: in
             if not stopped:
                 r.truncated = True
                 continue
-            if sampling.tools == "none" or r.calls >= sampling.max_tool_calls:
+            if sampling.tools == "none" or r.run >= sampling.max_tool_calls:
                 continue
             text = tokenizer.decode(kept, skip_special_tokens=True)
             if not tool_call_bodies(text):
