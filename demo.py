@@ -105,6 +105,9 @@ class Demo:
         # the results they made) stay as they were
         self.tolerance_rule = tolerance_rule
         self.rule = [] if tolerance_rule == "study" else ["--tolerance-rule", tolerance_rule]
+        # every stage that samples or trains on completions; without tools the flag is left
+        # off, so the study's commands (and the stages they made) stay as they were
+        self.tools = [] if self.cfg.tools == "none" else ["--tools", self.cfg.tools]
         self.fast, self.seed, self.work, self.out = fast, seed, work, out
         self.timings: list[tuple[str, float]] = []  # this invocation's, for the console
         self.children: list[subprocess.Popen] = []  # the scripts running now
@@ -256,7 +259,7 @@ class Demo:
         c, d = self.cfg, self.work / "data"
         common = ["--model", "tiny", "--samples", c.screen_samples, "--seed", self.seed,
                   "--max-new-tokens", c.max_new_tokens, "--micro-batch", MICRO_BATCH,
-                  *self.engine, *self.rule]
+                  *self.engine, *self.rule, *self.tools]
         # The training pool splits into mixed (GRPO) and non-mixed (SFT), as in the study;
         # the holdout is screened too, so its mixed part is a held-out "mixed-style" test set.
         # Each set in --jobs shards, merged after, so the lanes finish together; merged shards
@@ -303,7 +306,7 @@ class Demo:
                        self.work / "screen" / "non_mixed.jsonl", "--output-dir",
                        self.work / "sft", "--folds", 1, "--train-all", "--epochs",
                        c.sft_epochs, "--learning-rate", c.sft_lr, "--seed", self.seed,
-                       *self.rule],
+                       *self.rule, *self.tools],
                self.sft_adapter)
         common = ["--model", "tiny", "--dataset", self.work / "screen" / "mixed.jsonl",
                   "--val-dataset", self.work / "data" / "val.jsonl", "--seed", self.seed,
@@ -312,7 +315,7 @@ class Demo:
                   "--grad-accum", c.grpo_grad_accum, *self.replication_train_args(),
                   # DAPO-style batches: 16 questions x G=4 per generation call fill the CPU.
                   "--sampling-mode", "batch", "--gen-batch", 16, "--gen-micro-batch", MICRO_BATCH,
-                  *self.engine, *self.rule]
+                  *self.engine, *self.rule, *self.tools]
         # The SFT adapter scales its update by alpha/r = 32/16 = 2, exp10's fresh one by
         # 32/32 = 1: the warm start gets half the learning rate for the same step size.
         warm = ["--sft-adapter", self.sft_adapter, "--learning-rate", c.grpo_warm_lr]
@@ -368,7 +371,7 @@ class Demo:
             common = ["--model", "tiny", "--dataset", dataset, *self.eval_args(name),
                       "--max-new-tokens", c.max_new_tokens, "--micro-batch", MICRO_BATCH,
                       "--baseline-train", self.work / "data" / "train.jsonl", *self.engine,
-                      *self.rule]
+                      *self.rule, *self.tools]
             jobs = []
             for label, adapter in self.models().items():
                 target = out / f"{slug(label)}.json"

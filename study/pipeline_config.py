@@ -27,6 +27,7 @@ from relrl.data.dataset_io import atomic_write_text
 from relrl.problems.registry import TOPICS
 from relrl.rl.dynamic_sampling import INFORMATIVE_BY, SCHEMES
 from relrl.runtime.cli import UsageError
+from relrl.tools.protocol import TOOL_CHOICES
 
 
 def _setting(help: str, default: Any = MISSING, check: Callable[[Any], str | None] | None = None):
@@ -113,6 +114,10 @@ class PipelineConfig:
     informative_by: str | None = _setting(
         "which groups GRPO trains on (--informative-by); null: the trainer's default",
         default=None, check=_one_of(INFORMATIVE_BY))
+    tools: str = _setting(
+        "none: the study's single-turn answers; calculator: screening, SFT, GRPO and evaluation "
+        "declare the calculator and answer the model's calls between turns (--tools; the DPO "
+        "baseline stays without)", default="none", check=_one_of(TOOL_CHOICES))
 
     def to_yaml(self, header: str = "") -> str:
         """Every setting with its help as a comment; `load` reads it back equal."""

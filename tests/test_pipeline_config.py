@@ -25,9 +25,9 @@ FAST = dict(n_master=100, paraphrases=1, val_frac=0.15, holdout_frac=0.2,
             sft_epochs=1, sft_lr=2e-4, grpo_steps=4, grpo_val_every=2, grpo_lr=2e-3,
             grpo_warm_lr=1e-3, grpo_grad_accum=4)
 REGISTERED = dict(eval_samples=4, val_samples=4, eval_seed_offset=1000, retention_min_score=2,
-                  pass_rate_scheme="predictive", informative_by="reward")
+                  pass_rate_scheme="predictive", informative_by="reward", tools="none")
 OFF = dict(eval_samples=1, val_samples=1, eval_seed_offset=0, retention_min_score=None,
-           pass_rate_scheme=None, informative_by=None)
+           pass_rate_scheme=None, informative_by=None, tools="none")
 BUILT_IN = {"full": {**MINIATURE, **OFF}, "fast": {**FAST, **OFF},
             "replication": {**MINIATURE, "n_master": 2800, "grpo_val_every": 100, **REGISTERED},
             "replication-fast": {**FAST, **REGISTERED}}

@@ -12,7 +12,7 @@ from relrl.engines import TOP_K_HELP, add_engine_args
 from relrl.evaluation.guess_baselines import describe, score_baselines, with_baselines
 from relrl.evaluation.model_results import compare_models, load_model_result, with_records
 from relrl.evaluation.runner import ModelRun, check_rows, model_generator, progress_path
-from relrl.evaluation.settings import EvalSettings, check_sampling_values
+from relrl.evaluation.settings import EvalSettings, check_sampling_values, check_tool_values
 from relrl.evaluation.shards import (
     load_shards,
     merged_model_result,
@@ -23,7 +23,15 @@ from relrl.evaluation.shards import (
 )
 from relrl.modeling.loading import check_adapter_dir, check_model_source
 from relrl.models.by_name import open_engine
-from relrl.runtime.cli import UsageError, add_load_args, add_tolerance_rule_arg, env_default, positive_int
+from relrl.runtime.cli import (
+    UsageError,
+    add_load_args,
+    add_tolerance_rule_arg,
+    env_default,
+    int_at_least,
+    positive_int,
+)
+from relrl.tools.protocol import DEFAULT_MAX_TOOL_CALLS, TOOL_CHOICES
 
 
 def add_model_args(parser, default_model: str, *, base_label: bool = True,
@@ -76,6 +84,7 @@ def add_eval_args(parser, *, samples: int = 1, temperature: float = 1.0, shards:
                         help="grade a final plain number when there is no \\boxed{} answer")
     parser.add_argument("--max-questions", type=positive_int("--max-questions"), default=None,
                         help="only the first N questions of the dataset (a quick look)")
+    add_tool_args(parser)
     add_load_args(parser, unsloth=False)
     add_engine_args(parser)
     if shards:
@@ -85,13 +94,27 @@ def add_eval_args(parser, *, samples: int = 1, temperature: float = 1.0, shards:
                             help="merge finished shard files into --output and stop")
 
 
+def add_tool_args(parser) -> None:
+    """--tools and --max-tool-calls (relrl.tools.protocol; the engines run the calls)."""
+    parser.add_argument("--tools", choices=TOOL_CHOICES, default="none",
+                        help="none: the study's single-turn answers (default); calculator: the "
+                        "prompt declares the calculator and the model's calls are answered "
+                        "between turns; the grader reads the model's last turn")
+    parser.add_argument("--max-tool-calls", type=int_at_least("--max-tool-calls", 0),
+                        default=DEFAULT_MAX_TOOL_CALLS,
+                        help=f"tool calls answered per completion, later ones get an error "
+                        f"(default {DEFAULT_MAX_TOOL_CALLS}; only with --tools)")
+
+
 def settings_from_args(args) -> EvalSettings:
     check_sampling_values(args.temperature, args.top_p, args.top_k, args.tolerance)
+    check_tool_values(args.tools, args.max_tool_calls)
     return EvalSettings(samples=args.samples, seed=args.seed, temperature=args.temperature,
                         top_p=args.top_p, top_k=args.top_k, max_new_tokens=args.max_new_tokens,
                         tolerance=args.tolerance, tolerance_rule=args.tolerance_rule,
                         allow_plain=args.allow_plain,
-                        micro_batch=args.micro_batch)
+                        micro_batch=args.micro_batch, tools=args.tools,
+                        max_tool_calls=args.max_tool_calls)
 
 
 def check_output(path: str | Path, flag: str = "--output") -> Path:

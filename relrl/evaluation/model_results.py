@@ -42,11 +42,25 @@ def difficulty_breakdown(records: Sequence[dict]) -> dict | None:
     return table
 
 
+def tool_use(samples: Sequence[dict]) -> dict:
+    """How the answers used the tool: calls made, the mean per answer, the share of answers with
+    at least one call, and the share of calls answered with an error (None without calls)."""
+    calls = sum(c["tool_calls"] for c in samples)
+    failed = sum(c["tool_errors"] for c in samples)
+    return {"calls": calls, "failed": failed,
+            "calls_per_answer": calls / len(samples) if samples else 0.0,
+            "share_with_call": sum(c["tool_calls"] > 0 for c in samples) / len(samples)
+            if samples else 0.0,
+            "share_failed": failed / calls if calls else None}
+
+
 def model_result(records: Sequence[dict], *, label: str, model_path: str, adapter: str | None,
                  dataset: str, fingerprint: str, settings: EvalSettings,
                  rollout_engine: str | None = None) -> dict:
     """The "model result" object of the team contract, built only from records and metadata.
-    `rollout_engine` (hf or vllm) is recorded when a model sampled the completions."""
+    `rollout_engine` (hf or vllm) is recorded when a model sampled the completions. With tools
+    the result adds "tools", "max_tool_calls" and "tool_use" (see tool_use); without, it holds
+    the study's keys only."""
     n = len(records)
     total = sum(r["samples"] for r in records)
     correct = sum(r["pass_count"] for r in records)
@@ -62,6 +76,9 @@ def model_result(records: Sequence[dict], *, label: str, model_path: str, adapte
         "settings": settings.signature(),
         "pass_at_k": _pass_at(records, settings.samples) if n else {},
     }
+    if settings.uses_tools:
+        result.update(tools=settings.tools, max_tool_calls=settings.max_tool_calls,
+                      tool_use=tool_use(samples))
     if rollout_engine is not None:
         result["rollout_engine"] = rollout_engine
     by_score = difficulty_breakdown(records)
@@ -132,8 +149,13 @@ def load_model_result(path: str | Path, role: str = "base") -> dict:
 def summary_line(result: dict) -> str:
     k = result["samples"]
     of = f"{result['n']}" if k == 1 else f"{result['n']}x{k}"
-    return (f"{result['model']}: {result['correct']}/{of} correct ({100 * result['accuracy']:.1f}%), "
+    line = (f"{result['model']}: {result['correct']}/{of} correct ({100 * result['accuracy']:.1f}%), "
             f"{result['truncated']} truncated, {result['unextracted']} without an answer")
+    use = result.get("tool_use")
+    if use is not None:
+        line += (f"; {use['calls']} {result['tools']} calls ({use['calls_per_answer']:.2f} per answer, "
+                 f"{100 * use['share_with_call']:.0f}% of answers with one, {use['failed']} failed)")
+    return line
 
 
 def with_records(result: dict, records: Sequence[dict]) -> dict:

@@ -9,7 +9,9 @@ equal an uninterrupted one (relrl.evaluation.shards splits and merges).
 
 Per-question records follow the "model result" schema (relrl.evaluation.model_results): the
 first sample's target, extracted answer, correctness, truncation and response, plus
-`pass_count` out of `samples`, and for K > 1 every sample under `completions`.
+`pass_count` out of `samples`, and for K > 1 every sample under `completions`. With --tools,
+each sample also keeps its `transcript` (tool calls and answers included; `response`, the
+graded text, is the model's last turn) and its `tool_calls` and `tool_errors`.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from relrl.data.dataset_io import DatasetError, ProgressFile, questions_fingerpr
 from relrl.data.prompting import build_prompt
 from relrl.engines import Engine, SamplingConfig, question_seed
 from relrl.evaluation.model_results import model_result, summary_line
-from relrl.evaluation.settings import EvalSettings
+from relrl.evaluation.settings import EvalSettings, setting_changes
 from relrl.grading.scoring import grade
 from relrl.grading.target_kind import target_kind_of
 from relrl.models.by_name import make_engine
@@ -61,6 +63,9 @@ def score_question(row: dict, completions: Sequence, settings: EvalSettings) -> 
         graded.append({"extracted": g.extracted, "value": g.value, "correct": bool(g.correct),
                        "truncated": bool(completion.truncated), "reward": g.reward,
                        "response": completion.text})
+        if settings.uses_tools:  # without tools a record keeps exactly the study's fields
+            graded[-1].update(transcript=completion.transcript, tool_calls=completion.tool_calls,
+                              tool_errors=completion.tool_errors)
     first = graded[0]
     record = {"id": row["id"], "question": row["question"], "target": row["answer"], **first,
               "pass_count": sum(c["correct"] for c in graded), "samples": len(graded)}
@@ -84,8 +89,10 @@ class Progress:
         if header is not None and header.get("run") != self.run:
             changed = sorted(k for k in set(self.run) | set(header.get("run") or {})
                              if (header.get("run") or {}).get(k) != self.run.get(k))
-            raise UsageError(f"{path}: progress of a different run (differs in {', '.join(changed)}); "
-                             "delete it or choose another --output")
+            detail = setting_changes((header.get("run") or {}).get("settings"),
+                                     self.run.get("settings"))
+            raise UsageError(f"{path}: progress of a different run (differs in {', '.join(changed)})"
+                             f"{'; ' + detail if detail else ''}; delete it or choose another --output")
         self._has_header = header is not None
 
     def add(self, record: dict) -> None:
@@ -129,10 +136,11 @@ def model_generator(engine: Engine, tokenizer, settings: EvalSettings) -> Genera
     """`generate` for a rollout engine: the shared prompt, seeded sampling."""
     config = SamplingConfig(temperature=settings.temperature, top_p=settings.top_p,
                             top_k=settings.top_k, max_new_tokens=settings.max_new_tokens,
-                            micro_batch=settings.micro_batch)
+                            micro_batch=settings.micro_batch, tools=settings.tools,
+                            max_tool_calls=settings.max_tool_calls)
 
     def run(rows: list[dict], seeds: list[int], n: int) -> list[list]:
-        prompts = [build_prompt(tokenizer, row["question"]) for row in rows]
+        prompts = [build_prompt(tokenizer, row["question"], tools=settings.tools) for row in rows]
         return engine.generate(prompts, n, seeds, config)
 
     return run
