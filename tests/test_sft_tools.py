@@ -197,3 +197,46 @@ def test_an_unknown_tools_value_is_refused_naming_the_flag(tmp_path):
         sft_main("--model", "tiny-random", "--dataset", data, "--output-dir", tmp_path / "o",
                  "--tools", "abacus")
     assert exit_info.value.code == 2
+
+
+@pytest.fixture
+def scripted_call(monkeypatch):
+    """hf's sample_round with turn 0 scripted as a call of the question's expression; later
+    turns (after a <tool_response>) are the real model's. Counts the turns of each kind."""
+    from relrl.engines import hf
+
+    real, turns = hf.sample_round, {"scripted": 0, "model": 0}
+
+    def sample_round(model, tokenizer, requests, config, should_stop=None):
+        call = ids(tokenizer, CALL)
+        later = [k for k, r in enumerate(requests) if "<tool_response>" in tokenizer.decode(r.ids)]
+        sampled = dict(zip(later, real(model, tokenizer, [requests[k] for k in later], config,
+                                       should_stop))) if later else {}
+        turns["scripted"] += len(requests) - len(later)
+        turns["model"] += len(later)
+        return [sampled.get(k, (list(call), None)) for k in range(len(requests))]
+
+    monkeypatch.setattr(hf, "sample_round", sample_round)
+    return turns
+
+
+def test_each_held_out_fold_is_scored_with_the_calculator(tmp_path, scripted_call):
+    from relrl.evaluation.results_io import read_result
+
+    rows = [tool_row(id=f"r{k}", group=f"g{k}") for k in range(4)]
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = tmp_path / "run"
+    assert sft_main("--model", "tiny-random", "--dataset", data, "--output-dir", run,
+                    "--folds", "2", "--epochs", "1", "--lora-r", "4", "--grad-accum", "1",
+                    "--eval-max-new-tokens", "88", "--tools", "calculator") == 0
+    # 2 held-out rows per fold, scored by the adapter and by the base: one call each
+    assert scripted_call == {"scripted": 8, "model": 8}
+    for k in range(2):
+        pair = read_result(run / f"fold_{k}" / "evaluation.json")
+        for side in ("base", "finetuned"):
+            assert pair[side]["tools"] == "calculator"
+            assert pair[side]["tool_use"]["calls"] == 2 and pair[side]["tool_use"]["failed"] == 0
+            for record in pair[side]["results"]:
+                assert "<tool_response>\n0.3678794412\n</tool_response>" in record["transcript"]
+    assert json.loads((run / "cv_summary.json").read_text())["tools"] == "calculator"

@@ -179,7 +179,8 @@ def summarize(output_dir: Path, folds: int) -> dict | None:
     pairs = [(k, read_result(path)) for k, path in found if path.exists()]
     if not pairs:
         return None
-    runs = {(p["folds"], p["fold_seed"], p["dataset"], p["base"]["samples"]) for _, p in pairs}
+    runs = {(p["folds"], p["fold_seed"], p["dataset"], p["base"]["samples"],
+             p["finetuned"].get("tools", "none")) for _, p in pairs}
     if len(runs) > 1 or next(iter(runs))[0] != folds:
         raise UsageError(f"{output_dir}: the fold files come from different splits or settings "
                          f"({sorted(map(str, runs))}, asked for {folds} folds)")
@@ -196,10 +197,12 @@ def summarize(output_dir: Path, folds: int) -> dict | None:
     base_correct = sum(f["base_correct"] for f in per_fold)
     sft_correct = sum(f["sft_correct"] for f in per_fold)
     samples = pairs[0][1]["base"]["samples"]
+    tools = pairs[0][1]["finetuned"].get("tools", "none")
     return {
         "kind": "sft_kfold_summary", "folds": folds, "folds_done": len(per_fold),
         "complete": len(per_fold) == folds, "dataset": pairs[0][1]["dataset"],
         "fold_seed": pairs[0][1]["fold_seed"], "samples": samples,
+        **({} if tools == "none" else {"tools": tools}),  # the study's summary keeps its keys
         "base_accuracy": _spread([f["base_accuracy"] for f in per_fold]),
         "sft_accuracy": _spread([f["sft_accuracy"] for f in per_fold]),
         "delta": _spread([f["delta"] for f in per_fold]),
@@ -288,12 +291,13 @@ def build_parser(default_model: str, default_output: str, about: str) -> Setting
 
 
 def eval_settings(cfg: KFoldConfig) -> EvalSettings:
-    """How each held-out fold is scored."""
+    """How each held-out fold is scored: with the tools the adapter was trained to call (the
+    base model gets the same prompt and tools)."""
     return EvalSettings(samples=cfg.eval_samples, seed=cfg.eval_seed,
                         temperature=cfg.eval_temperature, top_p=cfg.eval_top_p,
                         top_k=cfg.eval_top_k, max_new_tokens=cfg.eval_max_new_tokens,
                         tolerance=cfg.tolerance, tolerance_rule=cfg.tolerance_rule,
-                        micro_batch=cfg.eval_micro_batch)
+                        micro_batch=cfg.eval_micro_batch, tools=cfg.tools)
 
 
 def main(argv=None, *, default_model: str, default_output: str, about: str) -> int:
