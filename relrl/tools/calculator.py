@@ -1,9 +1,12 @@
 """The calculator tool: one arithmetic expression in, one number or a one-line error out.
 
+The expression may start with named values, `x1 = 23000; x2 = 36000; exp(-(x1/x2)^2.8)`: copying
+a question's numbers into names, in the order the question gives them, and writing the formula
+with the names is easier for a small model than copying numbers into the formula's order.
 Parsing and evaluation go through simpleeval (a maintained, single-purpose safe evaluator built on
 Python's own `ast`), restricted further here: only numbers, + - * / ^ (and **), parentheses, a
-postfix `!`, the names `pi` and `e`, and the functions in FUNCTIONS. No attributes, subscripts,
-keywords, strings, comparisons or assignments. A home-made parser would have to re-earn the
+postfix `!`, the names `pi` and `e` and the expression's own, and the functions in FUNCTIONS. No
+attributes, subscripts, keywords, strings or comparisons. A home-made parser would have to re-earn the
 correctness that `ast` already has; simpleeval's own defaults (string methods, comparisons,
 integer powers up to 4,000,000) are wider than a calculator needs, so they are replaced.
 
@@ -18,6 +21,7 @@ import ast
 import functools
 import math
 import operator
+import re
 from statistics import NormalDist
 
 MAX_CHARS = 1000
@@ -121,8 +125,8 @@ def _evaluator_type():
     class Evaluator(SimpleEval):
         """simpleeval with only the node kinds an arithmetic expression has."""
 
-        def __init__(self):
-            super().__init__(operators=_OPERATORS, functions=FUNCTIONS, names=NAMES)
+        def __init__(self, names: dict[str, float]):
+            super().__init__(operators=_OPERATORS, functions=FUNCTIONS, names=names)
             self.nodes = {ast.Expr: self._eval_expr, ast.Name: self._eval_name,
                           ast.UnaryOp: self._eval_unaryop, ast.BinOp: self._eval_binop,
                           ast.Call: self._eval_call, ast.Constant: self._number}
@@ -164,12 +168,31 @@ def _postfix_factorials(text: str) -> str:
     return out
 
 
+_BINDING = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]{0,19})\s*=(?!=)(.*)", re.S)
+
+
 def evaluate(expression: str) -> float:
-    """The value of one expression; CalculatorError (one line) when it has none."""
+    """The value of one expression, optionally after named values: `x1 = 2.3e-5; x2 = 8760;
+    exp(-x1*x2)` (each name bound to the value of its own expression, usable after it); a
+    CalculatorError (one line) when it has none."""
     if not isinstance(expression, str):
         raise CalculatorError("the expression must be a string")
     if len(expression) > MAX_CHARS:
         raise CalculatorError(f"expression longer than {MAX_CHARS} characters")
+    *bindings, final = expression.split(";")
+    names = dict(NAMES)
+    for statement in bindings:
+        match = _BINDING.fullmatch(statement)
+        if match is None:
+            raise CalculatorError(f"before the last ';' write name = value, got {statement.strip()[:40]!r}")
+        name, text = match.groups()
+        if name in FUNCTIONS or name in NAMES:
+            raise CalculatorError(f"{name!r} is a built-in name")
+        names[name] = _value(text, names)
+    return _value(final, names)
+
+
+def _value(expression: str, names: dict[str, float]) -> float:
     text = expression.strip()
     if not text:
         raise CalculatorError("empty expression")
@@ -182,7 +205,7 @@ def evaluate(expression: str) -> float:
         raise CalculatorError(f"cannot parse {expression.strip()[:60]!r}") from None
     from simpleeval import FunctionNotDefined, InvalidExpression, NameNotDefined
 
-    evaluator = _evaluator_type()()
+    evaluator = _evaluator_type()(names)
     evaluator.expr = text
     try:
         value = evaluator._eval(tree.body)

@@ -24,13 +24,14 @@ CALCULATOR_SCHEMA = {
     "type": "function",
     "function": {
         "name": "calculator",
-        "description": "Evaluate one arithmetic expression and return its value. Numbers, + - * / ^, "
-                       "parentheses, exp, ln, log10, sqrt, factorial (or n!), gamma, comb, erf, "
-                       "norm_cdf, norm_ppf, chi2_ppf, pi and e.",
+        "description": "Evaluate one arithmetic expression, optionally after named values, and "
+                       "return its value. Numbers, + - * / ^, parentheses, exp, ln, log10, sqrt, "
+                       "factorial (or n!), gamma, comb, erf, norm_cdf, norm_ppf, chi2_ppf, pi, e.",
         "parameters": {
             "type": "object",
-            "properties": {"expression": {"type": "string",
-                                          "description": "e.g. exp(-0.002*500)"}},
+            "properties": {"expression": {
+                "type": "string",
+                "description": "e.g. exp(-0.002*500), or lam = 0.002; t = 500; exp(-lam*t)"}},
             "required": ["expression"],
         },
     },
