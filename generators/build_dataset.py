@@ -3,7 +3,8 @@
   generate --n N --seed S --out FILE [--paraphrases P] [--families a,b] [--topics t]
            [--difficulty 1,2] [--exclude FILE ...]
       N rows: base problems drawn from the families, each with up to P paraphrases in its group;
-      problems already in an --exclude file are skipped (for leak-free separate test sets).
+      problems already in an --exclude file are skipped (for leak-free separate test sets);
+      --families tiny-tool names the families of relrl.problems.registry.TOOL_FAMILIES.
   split FILE --out-dir DIR --seed S [--val-frac F] [--holdout-frac F]
         [--ood-families a,b | --ood-topics t]
       train/val/holdout(/ood).jsonl by group, so no problem has phrasings in two splits.
@@ -22,7 +23,7 @@ from pathlib import Path
 from relrl.data.dataset_io import atomic_write_jsonl, inspect_dataset, load_dataset
 from relrl.data.verl_export import DATA_SOURCE, verl_record, write_parquet
 from relrl.problems.dataset import count_rows, generate_rows, split_rows
-from relrl.problems.registry import FAMILIES, select
+from relrl.problems.registry import FAMILIES, expand_sets, select
 from relrl.runtime.cli import ArgumentParser, UsageError, int_at_least, positive_int, run_main
 
 
@@ -65,7 +66,7 @@ def _output_file(path: str) -> Path:
 def cmd_generate(args) -> None:
     out = _output_file(args.out)
     try:
-        families = select(_names(args.families), _names(args.topics),
+        families = select(expand_sets(_names(args.families)), _names(args.topics),
                           _difficulties(args.difficulty))
         exclude = frozenset(r["question"] for path in args.exclude for r in load_dataset(path))
         rows = generate_rows(families, args.n, args.seed, args.paraphrases, exclude)
@@ -155,7 +156,9 @@ def main() -> int | None:
     gen.add_argument("--out", required=True, help="output JSONL file (its folder must exist)")
     gen.add_argument("--paraphrases", type=int_at_least("--paraphrases", 0), default=2,
                      help="extra phrasings per base problem, same group (default 2)")
-    gen.add_argument("--families", help="comma-separated family names (default: all)")
+    gen.add_argument("--families", help="comma-separated family names (default: all); the "
+                     "name tiny-tool stands for the families `tiny-tool` trains on, whose answer "
+                     "is one calculator expression (relrl.problems.registry.TOOL_FAMILIES)")
     gen.add_argument("--topics", help="comma-separated topics (default: all)")
     gen.add_argument("--difficulty", help="comma-separated levels among 1,2,3 (default: all)")
     gen.add_argument("--exclude", action="append", default=[], metavar="FILE",

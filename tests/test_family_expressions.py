@@ -1,13 +1,17 @@
 """Every family's calculator expression gives the family's exact answer, is written with the
 question's own numbers, and leaves the dataset rows of the other families as they were."""
+import json
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+from conftest import ROOT
 
 from relrl.problems.base import num, num_pct, stray_numbers
 from relrl.problems.dataset import generate_rows
-from relrl.problems.registry import FAMILIES
+from relrl.problems.registry import FAMILIES, TOOL_FAMILIES, expand_sets
 from relrl.tools.calculator import evaluate
 
 WITH_EXPRESSION = [f for f in FAMILIES.values() if f.expression is not None]
@@ -55,3 +59,23 @@ def test_rows_gain_the_expression_last_and_only_where_a_family_has_one():
             assert list(row)[-1] == "expression"
             assert math.isfinite(evaluate(row["expression"]))
     assert {r["family"] for r in rows if "expression" in r} == {f.name for f in WITH_EXPRESSION}
+
+
+def test_the_tiny_tool_set_names_expression_families():
+    assert len(TOOL_FAMILIES) >= 12
+    assert all(FAMILIES[name].expression is not None for name in TOOL_FAMILIES)
+    assert expand_sets([TOOL_FAMILIES[-1], "tiny-tool"]) == \
+        [TOOL_FAMILIES[-1], *TOOL_FAMILIES[:-1]]
+    assert expand_sets(["weibull_mttf", "pm_reliability"]) == ["weibull_mttf", "pm_reliability"]
+
+
+def test_build_dataset_generates_the_tiny_tool_families(tmp_path):
+    out = tmp_path / "tool.jsonl"
+    done = subprocess.run([sys.executable, str(ROOT / "generators" / "build_dataset.py"),
+                           "generate", "--n", "90", "--seed", "3", "--families", "tiny-tool",
+                           "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 90
+    assert {r["family"] for r in rows} == set(TOOL_FAMILIES)
+    assert all(evaluate(r["expression"]) > 0 for r in rows)

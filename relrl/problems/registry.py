@@ -37,6 +37,31 @@ def _build() -> dict[str, Family]:
 FAMILIES: dict[str, Family] = _build()
 TOPICS: tuple[str, ...] = tuple(dict.fromkeys(f.topic for f in FAMILIES.values()))
 
+# The families `tiny-tool` trains on (`--families tiny-tool`), chosen by
+# benchmarks/tool_learnability.py (results/tool-learnability/README.md). No family was solved
+# there: miniatures of 2.2M and 5.2M parameters, 1000-2000 steps, learnt to name the right
+# formula (97%) and write an expression that parses (92%) but not to copy the question's
+# numbers (under 1% of expressions), so no family reached accuracy >= 0.5 with Spearman >= 0.8.
+# The set is therefore provisional: the families where copying is all that is left to learn
+# (right formula and a parsing expression in >= 90% of samples of the best config), where every
+# phrasing states the expression's numbers verbatim (no unit or percent conversion), and whose
+# expression is short (<= 45 characters on average).
+TOOL_FAMILIES: tuple[str, ...] = (
+    "empirical_reliability", "hazard_from_counts", "weibull_reliability", "weibull_mttf",
+    "normal_reliability", "lognormal_reliability", "erlang_reliability", "parallel_active",
+    "series_parallel", "series_availability", "gamma_poisson_mean", "ss_normal_normal",
+    "ss_exponential", "ss_lognormal", "duane_mtbf", "crow_amsaa_expected",
+)
+# Named sets that --families accepts besides family names
+FAMILY_SETS: dict[str, tuple[str, ...]] = {"tiny-tool": TOOL_FAMILIES}
+
+
+def expand_sets(names) -> list[str]:
+    """Family names with every set name (FAMILY_SETS) replaced by its families, in order,
+    each family once."""
+    out = [family for name in names for family in FAMILY_SETS.get(name, (name,))]
+    return list(dict.fromkeys(out))
+
 
 def select(families=None, topics=None, difficulties=None) -> list[Family]:
     """Families matching every given filter, in registry order. Unknown names raise ValueError."""
