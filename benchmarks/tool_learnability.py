@@ -20,7 +20,8 @@ guess baselines (fitted on training rows) stand beside the overall accuracy.
     python benchmarks/tool_learnability.py [--configs w192-l4-s1000,...] [--out DIR]
 
 Each config writes DIR/<config>.json; a config whose JSON exists is skipped (resumable).
-`--table` prints the Markdown table of every JSON in DIR.
+`--table` prints the Markdown table of every JSON in DIR and the families it chooses for
+relrl.problems.registry.TOOL_FAMILIES (choose_tool_families).
 """
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import numpy as np
 import torch
 from scipy.stats import spearmanr
 
@@ -57,13 +59,15 @@ EVAL_PER_FAMILY = 8
 SAMPLES = 4
 MAX_NEW_TOKENS = 160
 GUESS_FIT_ROWS = 1500        # the guesses' fit grades every distinct target per candidate
+MIN_TOOL_FAMILIES = 12
+MAX_EXPRESSION_CHARS = 45
 WIDE = dict(hidden_size=256, num_hidden_layers=6, num_attention_heads=8, num_key_value_heads=4,
             head_dim=32, intermediate_size=768)
 # tiny's recipe (width 192 x 4 blocks, batch 4, lr 2e-3) with more steps, or wider and deeper
 CONFIGS = {
     "w192-l4-s1000": dict(steps=1000),
-    "w192-l4-s1500": dict(steps=1500),
-    "w256-l6-s2000": dict(steps=2000, **WIDE),
+    "w192-l4-s2000": dict(steps=2000),
+    "w256-l6-s1000": dict(steps=1000, **WIDE),
 }
 DEFAULT_OUT = Path("results/tool-learnability")
 
@@ -210,6 +214,41 @@ def run_config(name: str, overrides: dict, out: Path) -> dict:
     return result
 
 
+def expression_form(family, draws: int = 50) -> tuple[float, float]:
+    """(share of phrasings that state every number of the expression verbatim, mean expression
+    length in characters) over `draws` problems of `family`."""
+    rng = np.random.default_rng(SEED + 2)
+    verbatim = total = length = 0
+    for _ in range(draws):
+        problem = family.generate(rng)
+        length += len(problem.expression)
+        for question in problem.questions:
+            total += 1
+            verbatim += not stray_numbers(problem.expression, question)
+    return verbatim / total, length / draws
+
+
+def choose_tool_families(results: list[dict]) -> tuple[str, tuple[str, ...]]:
+    """(rule, families) from the best config (highest sampled accuracy): the families it solves
+    (accuracy >= 0.5, Spearman >= 0.8) when there are at least MIN_TOOL_FAMILIES; else the
+    families where copying the numbers is all that is left to learn: it names the right model
+    and writes an expression that parses in >= 90% of samples, every phrasing states the
+    expression's numbers verbatim, and the expression is short (<= MAX_EXPRESSION_CHARS)."""
+    best = max(results, key=lambda r: r["overall"]["accuracy"])
+    solved = tuple(f["family"] for f in best["by_family"]
+                   if f["accuracy"] >= 0.5 and (f["spearman"] or 0) >= 0.8)
+    if len(solved) >= MIN_TOOL_FAMILIES:
+        return f"solved by {best['config']}", solved
+    chosen = []
+    for f in best["by_family"]:
+        if f["right_model_share"] >= 0.9 and f["parse_share"] >= 0.9:
+            verbatim, length = expression_form(FAMILIES[f["family"]])
+            if verbatim == 1 and length <= MAX_EXPRESSION_CHARS:
+                chosen.append(f["family"])
+    return (f"formula learnt by {best['config']}, numbers stated verbatim, short expression "
+            f"(no family solved)", tuple(chosen))
+
+
 def _share(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
 
@@ -240,6 +279,8 @@ def table(out: Path) -> str:
                 rho = "-" if row["spearman"] is None else f"{row['spearman']:.2f}"
                 cells.append(f"{row['accuracy']:.2f} ({rho})")
             lines.append(f"| {f['family']} | " + " | ".join(cells) + " |")
+        rule, chosen = choose_tool_families(results)
+        lines += ["", f"TOOL_FAMILIES ({rule}): {', '.join(chosen)}"]
     return "\n".join(lines)
 
 
