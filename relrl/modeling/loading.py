@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 # transformers, peft and safetensors are imported inside the functions that use them: the flag and
 # folder checks here run before any heavy import, so bad input is refused in a moment.
 
-BUILTIN_MODELS = ("tiny-random", "tiny")
+BUILTIN_MODELS = ("tiny-random", "tiny", "tiny-tool")
 # All attention and MLP projections of Qwen/Llama-style blocks (the study's choice).
 DEFAULT_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 ADAPTER_WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")

@@ -26,6 +26,7 @@ from relrl.modeling.loading import (
 )
 from relrl.modeling.tiny_models import build_tiny_random
 from relrl.models.tiny_build import load_or_build_tiny, tiny_dir
+from relrl.models.tiny_tool_build import load_or_build_tiny_tool, tiny_tool_dir
 from relrl.runtime.cli import UsageError, load_in_4bit_flag
 
 
@@ -35,6 +36,8 @@ def load_builtin(name: str, seed: int = 0):
         return build_tiny_random(seed)
     if name == "tiny":
         return load_or_build_tiny()
+    if name == "tiny-tool":
+        return load_or_build_tiny_tool()
     raise ValueError(f"unknown built-in model {name!r}")
 
 
@@ -68,10 +71,10 @@ def load_tokenizer(name: str):
 def base_folder(source: str, seed: int, scratch: Path) -> str:
     """What vLLM loads: a hub id or folder as given, the built-in models from disk (`tiny` from
     its cache, `tiny-random` saved to the engine's scratch folder with this seed's weights)."""
-    if source == "tiny":
-        folder = tiny_dir()
+    if source in ("tiny", "tiny-tool"):
+        folder = tiny_dir() if source == "tiny" else tiny_tool_dir()
         if not (folder / "config.json").is_file():
-            load_or_build_tiny()
+            load_builtin(source)
         return str(folder)
     if source == "tiny-random":
         model, tokenizer = build_tiny_random(seed)  # the weights load_model gives for this seed
