@@ -40,7 +40,8 @@ def add_model_args(parser, default_model: str, *, base_label: bool = True,
     """--model, --dataset, --output (required, or with `study_default_output` the study's
     OUTPUT_DIR/RUN_NAME file: see study_output) and the labels used in tables."""
     parser.add_argument("--model", default=default_model,
-                        help=f"base model: hub id, local folder, tiny or tiny-random (default {default_model})")
+                        help=f"base model: hub id, local folder, tiny, tiny-tool or tiny-random (default "
+                        f"{default_model})")
     parser.add_argument("--dataset", default=env_default("DATASET_PATH", None),
                         help=f"{dataset_help} (env DATASET_PATH)")
     if study_default_output:

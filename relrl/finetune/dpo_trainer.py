@@ -226,7 +226,7 @@ class DPOConfig(LoopConfig):
     warmup_ratio: float = redefault(LoopConfig, "warmup_ratio", 0.1)
     weight_decay: float = redefault(LoopConfig, "weight_decay", 0.0)
     model: str = setting("unsloth/Qwen3-8B-unsloth-bnb-4bit",
-                         "base model: hub id, folder, tiny or tiny-random")
+                         "base model: hub id, folder, tiny, tiny-tool or tiny-random")
     # the pairs themselves make the fingerprint, not where they were read from
     pairs_from: list[str] = setting(
         help="screening.json / evaluation result JSONs (pairs made per question: a correct "

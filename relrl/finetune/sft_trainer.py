@@ -65,7 +65,7 @@ def token_nll(model, batch) -> tuple[torch.Tensor, int]:
 class SFTConfig(LoopConfig):
     """A run's settings; defaults are the study's SFT (r=16, alpha=32, lr 2e-4, 4 epochs,
     NEFTune alpha 5, max length 4096)."""
-    model: str = setting(DEFAULT_MODEL, "base model: hub id, folder, tiny or tiny-random")
+    model: str = setting(DEFAULT_MODEL, "base model: hub id, folder, tiny, tiny-tool or tiny-random")
     dataset: str = setting("", "training questions, JSONL with `reasoning` worked solutions "
                            "(the study: the 600 non-mixed questions)", env="DATASET_PATH")
     lora_r: int = setting(16, "LoRA rank", positive=True, group=OPTIMISATION)

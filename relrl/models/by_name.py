@@ -1,4 +1,4 @@
-"""Every model by name: the built-in `tiny-random` and `tiny`, a Hugging Face id, a local folder.
+"""Every model by name: the built-in `tiny-random`, `tiny` and `tiny-tool`, a Hugging Face id, a folder.
 
 The built-in models sit above model loading (relrl.modeling.loading) and the engines (relrl.engines):
 `tiny` is built with the HF engine. This module, one layer higher still, resolves the built-in

@@ -28,7 +28,7 @@ def _cuda() -> bool:
 @dataclass
 class GRPOConfig:
     """Every setting of a run; defaults are the study's (exp7)."""
-    model: str = setting(DEFAULT_MODEL, "base model: hub id, folder, tiny or tiny-random")
+    model: str = setting(DEFAULT_MODEL, "base model: hub id, folder, tiny, tiny-tool or tiny-random")
     dataset: str = setting("", "training questions, JSONL (the study: the 266 mixed questions)",
                            env="DATASET_PATH")
     val_dataset: str | None = setting(None, "validation questions: accuracy every --val-every "
