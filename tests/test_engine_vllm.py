@@ -115,7 +115,7 @@ def test_a_tool_call_is_answered_and_continued_with_the_same_ids_and_masks_as_hf
 
     monkeypatch.setattr(engine, "sample_round", scripted(engine.sample_round))
     monkeypatch.setattr(hf, "sample_round", scripted(hf.sample_round))
-    greedy = SamplingConfig(max_new_tokens=48, do_sample=False, tools="calculator")
+    greedy = SamplingConfig(max_new_tokens=120, do_sample=False, tools="calculator")  # the call is 68
     prompts = [build_prompt(tok, q, tools="calculator") for q in QUESTIONS[:2]]
     by_vllm = [c for row in engine.generate(prompts, 1, seeds[:2], greedy) for c in row]
     by_hf = [c for row in make_engine("hf", policy, tok).generate(prompts, 1, seeds[:2], greedy)

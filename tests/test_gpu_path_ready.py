@@ -343,8 +343,8 @@ def test_vllm_gets_top_k():
     pytest.importorskip("vllm", reason="vLLM is not installed")
     engine = object.__new__(vllm_engine.VLLMEngine)
     engine.stops = [0]
-    assert engine._params(SamplingConfig(top_k=20), seed=1).top_k == 20
-    assert engine._params(SamplingConfig(), seed=1).top_k in (0, -1)  # vLLM's "off"
+    assert engine._params(SamplingConfig(top_k=20), seed=1, max_tokens=8).top_k == 20
+    assert engine._params(SamplingConfig(), seed=1, max_tokens=8).top_k in (0, -1)  # vLLM's "off"
 
 
 def test_top_k_below_zero_is_refused():

@@ -255,7 +255,10 @@ class VLLMEngine(Engine):
         engine = self.llm.llm_engine
         ids = self.llm.enqueue([{"prompt_token_ids": r.ids} for r in requests], params,
                                lora_request=lora, use_tqdm=False)
-        position = {str(rid): k for k, rid in enumerate(ids)}
+        # outputs carry the id we gave; enqueue returns vLLM's "<ours>-<uuid8>" internal ids
+        position = {}
+        for k, rid in enumerate(ids):
+            position[rid] = position[rid.rsplit("-", 1)[0]] = k
         results = [None] * len(requests)
         while engine.has_unfinished_requests():
             if should_stop is not None and should_stop():
