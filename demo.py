@@ -79,9 +79,18 @@ def signal_stopped(done: Path | None) -> bool:
         str(read_json(done).get("stopped_by", "")).startswith("SIG")
 
 
+def health_stopped(done: Path | None) -> bool:
+    """A training run's statistics.json written when its health check stopped it (stopped_by
+    "unhealthy:<share>", exit status 3): a failed stage, never a finished one."""
+    return done is not None and done.name == "statistics.json" and done.is_file() and \
+        str(read_json(done).get("stopped_by", "")).startswith("unhealthy")
+
+
 def finished(done: Path | None) -> bool:
-    """A stage is done when its output exists, unless a signal stopped it there."""
-    return done is not None and done.exists() and not signal_stopped(done)
+    """A stage is done when its output exists, unless a signal or the health check stopped it
+    there."""
+    return done is not None and done.exists() and not signal_stopped(done) and \
+        not health_stopped(done)
 
 
 def _shown(arg) -> str:

@@ -30,8 +30,17 @@ PARSERS = {  # recipe -> the parser of the script that runs it
     "grpo_exp7.yaml": lambda: grpo_main.build_parser("exp7"),
     "grpo_exp7_pass_rate.yaml": lambda: grpo_main.build_parser("exp7"),
     "grpo_exp10.yaml": lambda: grpo_main.build_parser("exp10"),
+    "grpo_exp10_gspo.yaml": lambda: grpo_main.build_parser("exp10"),
+    "grpo_exp10_cispo.yaml": lambda: grpo_main.build_parser("exp10"),
     "sft_kfold.yaml": sft_parser,
     "dpo.yaml": dpo_trainer.build_parser,
+}
+# what a recipe changes from the study's settings: the objectives' own clip settings
+RECIPE_CHANGES = {
+    "grpo_exp7_pass_rate.yaml": {"pass_rate_sampler": True},
+    "grpo_exp10_gspo.yaml": {"loss": "gspo", "clip_low": 3e-4, "clip_high": 4e-4,
+                             "aggregation": "seq_mean_token_mean"},
+    "grpo_exp10_cispo.yaml": {"loss": "cispo", "clip_low": 1.0, "clip_high": 3.0},
 }
 SITE_PATHS = {"dataset", "val_dataset", "sft_adapter", "output_dir", "pairs_from"}
 
@@ -51,7 +60,7 @@ def test_every_recipe_loads_through_the_real_parser(name, monkeypatch):
     # the study's settings are today's defaults: a recipe that drifts from them says so here
     defaults = type(cfg)()
     differs = {k: v for k, v in recipe.items() if getattr(defaults, k) != v}
-    assert differs == ({"pass_rate_sampler": True} if "pass_rate" in name else {})
+    assert differs == RECIPE_CHANGES.get(name, {})
 
 
 def test_recipes_hold_the_studys_settings():

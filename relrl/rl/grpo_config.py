@@ -10,7 +10,8 @@ import torch
 from relrl.engines import DEFAULT_VLLM_MEMORY, ENGINES, SLEEP_MODES, check_memory_fraction, default_engine
 from relrl.grading.scoring import TOLERANCE_RULES
 from relrl.rl.dynamic_sampling import INFORMATIVE_BY, SCHEMES
-from relrl.rl.grpo_loss import ADVANTAGE_MODES, AGGREGATIONS
+from relrl.rl.grpo_loss import ADVANTAGE_MODES, AGGREGATIONS, OBJECTIVES, TIS_MODES
+from relrl.rl.health import HEALTH_DEFAULTS
 from relrl.runtime.cli import UsageError
 from relrl.runtime.config import LOAD_IN_4BIT, check_fields, fingerprint_settings, flag_of, setting
 from relrl.runtime.tracking import REPORT_TO
@@ -19,6 +20,7 @@ from relrl.tools.protocol import DEFAULT_MAX_TOOL_CALLS, TOOL_CHOICES
 DEFAULT_MODEL = "unsloth/Qwen3-8B-unsloth-bnb-4bit"
 ROLLOUTS, SAMPLING, OPTIMISATION = "rollouts", "dynamic sampling", "optimisation"
 LOSS, VALIDATION = "loss", "validation and checkpoints"
+HEALTH = "health check (relrl/rl/health.py)"
 
 
 def _cuda() -> bool:
@@ -132,6 +134,10 @@ class GRPOConfig:
     num_iterations: int = setting(1, "updates per rollout batch", positive=True,
                                   group=OPTIMISATION)
     # loss
+    loss: str = setting("grpo", "the policy objective: grpo (per-token clipped ratio, the study's), "
+                        "gspo (one length-normalised ratio per completion) or cispo (clipped, "
+                        "detached importance weight on every token's log-prob); formulas and "
+                        "clip settings in docs/training.md", choices=OBJECTIVES, group=LOSS)
     advantage: str = setting("group_norm", "group_norm: (r - mean) / (std + eps); mean_only: "
                              "r - mean (Dr. GRPO)", choices=ADVANTAGE_MODES, group=LOSS)
     clip_low: float = setting(0.2, "lower clip of the policy ratio", group=LOSS)
@@ -144,6 +150,10 @@ class GRPOConfig:
         2.0, "truncated importance sampling: each token's surrogate weighted by "
         "min(p_trainer / p_sampler, C), with the vLLM engine's sampler log-probs (0: off; the "
         "hf engine samples from the trainer itself: no weight)", group=LOSS)
+    tis_mode: str = setting(
+        "token", "how --tis-cap corrects: token: each token's ratio capped at C; sequence-mask: "
+        "the completion's ratio (product over its tokens) weights it, and a completion whose "
+        "ratio exceeds C is left out of the policy term", choices=TIS_MODES, group=LOSS)
     # validation and checkpoints
     save_every: int = setting(20, "checkpoint every N useful steps", positive=True,
                               group=VALIDATION)
@@ -156,6 +166,32 @@ class GRPOConfig:
                                     positive=True, group=VALIDATION, fingerprint=False)
     patience: int = setting(0, "stop after N validations without a new best (0: never)",
                             group=VALIDATION)
+    # health check: fingerprint=False, as they change when a run stops, not what it learns
+    health_check: bool = setting(True, "warn in one line when the last --health-window groups "
+                                 "show mostly truncated or zero-signal completions, and stop "
+                                 "the run (checkpoint, exit status 3) past the stop limits",
+                                 group=HEALTH, fingerprint=False)
+    health_window: int = setting(HEALTH_DEFAULTS["window"], "groups generated that the shares "
+                                 "are measured over", positive=True, group=HEALTH,
+                                 fingerprint=False)
+    health_warn_truncated: float = setting(
+        HEALTH_DEFAULTS["warn_truncated"], "warn when this share of completions is cut at "
+        "--max-new-tokens", group=HEALTH, fingerprint=False)
+    health_stop_truncated: float = setting(
+        HEALTH_DEFAULTS["stop_truncated"], "stop when this share is truncated", group=HEALTH,
+        fingerprint=False)
+    health_warn_zero_signal: float = setting(
+        HEALTH_DEFAULTS["warn_zero_signal"], "warn when this share of groups is all right or "
+        "all wrong", group=HEALTH, fingerprint=False)
+    health_stop_zero_signal: float = setting(
+        HEALTH_DEFAULTS["stop_zero_signal"], "stop when this share is all right or all wrong",
+        group=HEALTH, fingerprint=False)
+    health_warn_wasted: float = setting(
+        HEALTH_DEFAULTS["warn_wasted"], "warn when this share of groups gives no useful step "
+        "(zero-signal or the same reward throughout)", group=HEALTH, fingerprint=False)
+    health_stop_wasted: float = setting(
+        HEALTH_DEFAULTS["stop_wasted"], "stop when this share gives no useful step",
+        group=HEALTH, fingerprint=False)
     report_to: str = setting("none", "also log the training curves to TensorBoard "
                              "(<output-dir>/tensorboard) or Weights & Biases (honours "
                              "WANDB_MODE=offline)", choices=REPORT_TO, fingerprint=False)
@@ -172,7 +208,11 @@ class GRPOConfig:
         need(self.num_generations >= 2, "num_generations", "GRPO compares completions within "
              f"a group, so G must be >= 2, got {self.num_generations}")
         check_fields(self)
-        need(0 <= self.clip_low < 1, "clip_low", f"must be in [0, 1), got {self.clip_low}")
+        if self.loss == "cispo":  # 1: no floor on the weight, MiniMax-M1's setting
+            need(0 <= self.clip_low <= 1, "clip_low", f"must be in [0, 1], got {self.clip_low}")
+        else:
+            need(0 <= self.clip_low < 1, "clip_low", f"must be in [0, 1), got {self.clip_low}"
+                 + (" (1, no lower bound, is for --loss cispo only)" if self.clip_low == 1 else ""))
         need(self.clip_high >= 0, "clip_high", f"must be >= 0, got {self.clip_high}")
         need(self.beta >= 0, "beta", f"must be >= 0, got {self.beta}")
         need(self.learning_rate > 0, "learning_rate", f"must be > 0, got {self.learning_rate}")
@@ -188,6 +228,13 @@ class GRPOConfig:
         need(self.tolerance >= 0, "tolerance", f"must be >= 0, got {self.tolerance}")
         need(self.patience >= 0, "patience", f"must be >= 0, got {self.patience}")
         need(self.tis_cap >= 0, "tis_cap", f"must be >= 0 (0: off), got {self.tis_cap}")
+        need(self.tis_mode == "token" or self.tis_cap > 0, "tis_mode",
+             f"{self.tis_mode} needs --tis-cap > 0 (0 turns the correction off)")
+        for kind in ("truncated", "zero_signal", "wasted"):
+            warn, stop = getattr(self, f"health_warn_{kind}"), getattr(self, f"health_stop_{kind}")
+            need(0 < stop <= 1, f"health_stop_{kind}", f"must be in (0, 1], got {stop}")
+            need(0 < warn <= stop, f"health_warn_{kind}",
+                 f"must be in (0, {flag_of(self, f'health_stop_{kind}')} {stop}], got {warn}")
         need(self.max_tool_calls >= 0, "max_tool_calls",
              f"must be >= 0, got {self.max_tool_calls}")
         check_memory_fraction(self.vllm_gpu_memory_utilization)
@@ -199,7 +246,8 @@ class GRPOConfig:
         # Settings added after runs were recorded: left out at their defaults, so those resume.
         for key, default in (("pass_rate_scheme", "plug-in"), ("val_samples", 1),
                              ("tolerance_rule", "study"), ("top_k", 0), ("tools", "none"),
-                             ("max_tool_calls", DEFAULT_MAX_TOOL_CALLS)):
+                             ("max_tool_calls", DEFAULT_MAX_TOOL_CALLS), ("loss", "grpo"),
+                             ("tis_mode", "token")):
             if out[key] == default:
                 out.pop(key)
         if self.tools == "none":  # no calls are made, so their limit changes nothing

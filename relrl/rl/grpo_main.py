@@ -15,6 +15,7 @@ from relrl.modeling.loading import attach_lora, check_adapter_dir, check_model_s
 from relrl.models.by_name import load_model, make_engine, vllm_sleep
 from relrl.rl.grpo_config import GRPOConfig
 from relrl.rl.grpo_trainer import LOG_FILE, STATS_FILE, GRPOTrainer
+from relrl.rl.health import UNHEALTHY_EXIT
 from relrl.runtime import distributed
 from relrl.runtime.checkpointing import run_fingerprint
 from relrl.runtime.cli import UsageError, env_default
@@ -70,7 +71,8 @@ def resolve_sft_adapter(adapter: str | None, fold: int | None) -> str:
 
 
 def main(variant: str, argv=None, *, reward_fn: RewardFn | None = None) -> int:
-    """Validate everything (flags, datasets, adapter, output folder), then load and train."""
+    """Validate everything (flags, datasets, adapter, output folder), then load and train.
+    0 when the run ends, or a signal stopped it; 3 when the health check stopped it."""
     spec = VARIANTS[variant]
     cfg, args = build_parser(variant).parse(argv)
     cfg.check()
@@ -118,7 +120,7 @@ def main(variant: str, argv=None, *, reward_fn: RewardFn | None = None) -> int:
                   "--train-micro-batch to give every rank one", file=sys.stderr, flush=True)
         print(f"GRPO {variant}: {cfg.model}"
               f"{' + ' + cfg.sft_adapter if cfg.sft_adapter else ''}, {len(rows)} questions, "
-              f"G={cfg.num_generations}, {cfg.rollout_engine} rollouts, "
+              f"G={cfg.num_generations}, {cfg.rollout_engine} rollouts, {cfg.loss} loss, "
               f"{cfg.max_useful_steps} useful steps{ranks}, fingerprint {fingerprint}", flush=True)
     try:
         sleep = vllm_sleep(cfg.vllm_sleep, model, cfg.vllm_gpu_memory_utilization,
@@ -129,8 +131,8 @@ def main(variant: str, argv=None, *, reward_fn: RewardFn | None = None) -> int:
             trainer = GRPOTrainer(cfg, model, tokenizer, rows, val_rows, reward_fn=reward_fn,
                                   settings=settings, fingerprint=fingerprint, engine=engine,
                                   tracker=tracker)
-            trainer.run(resume_from)
+            result = trainer.run(resume_from)
     finally:
         tracker.close()
         distributed.cleanup()
-    return 0
+    return UNHEALTHY_EXIT if result["stopped_by"].startswith("unhealthy") else 0

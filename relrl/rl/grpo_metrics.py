@@ -102,10 +102,13 @@ def progress_line(record: dict, max_steps: int) -> str:
 
 def run_statistics(counters: dict, *, updates: int, stats: dict, best: dict | None,
                    stopped_by: str, settings: dict, tools: str = "none",
-                   max_tool_calls: int | None = None) -> dict:
+                   max_tool_calls: int | None = None, loss: str = "grpo",
+                   tis_mode: str = "token", health_warnings: list | None = None) -> dict:
     """statistics.json: the study's counters, the per-step curves and validations, the best
-    validation, why the run stopped and its settings; which tools the rollouts had (recorded
-    even at their defaults, which the settings leave out to keep old runs' fingerprints)."""
+    validation, why the run stopped (a stop by the health check: "unhealthy:<share>") and its
+    settings; which tools the rollouts had, the objective and the TIS mode (recorded even at
+    their defaults, which the settings leave out to keep old runs' fingerprints); the health
+    check's warnings (None when it was off)."""
     return {
         "useful_steps": counters["useful_steps"],
         "wasted_steps": counters["wasted_steps"],
@@ -122,6 +125,9 @@ def run_statistics(counters: dict, *, updates: int, stats: dict, best: dict | No
         "stopped_by": stopped_by,
         "tools": tools,
         "max_tool_calls": max_tool_calls,
+        "loss": loss,
+        "tis_mode": tis_mode,
+        "health_warnings": health_warnings,
         "settings": settings,
     }
 

@@ -19,7 +19,10 @@ One optimiser update (`GRPOTrainer.run`):
      AdamW step per pass (warmup then cosine schedule); per-group metrics
      (relrl.rl.grpo_metrics);
   5. one JSON log line per useful step; validation every `val_every` useful steps (best/ kept);
-     checkpoint-N/ every `save_every`.
+     checkpoint-N/ every `save_every`;
+  6. the health check (relrl.rl.health) on every sampling round: one warning line when most
+     completions are truncated or most groups carry no signal, and past its stop limits the
+     run ends with a checkpoint and stopped_by "unhealthy:<share>" (the scripts exit 3).
 A stop flag (relrl.runtime.stop.StopFlag: SIGTERM/SIGUSR1, SLURM's notice) handed to `run` ends
 the run at a safe point with a checkpoint and exit status 0: a rollout in progress ends within
 one decoding step (the engine raises GenerationStopped), the sampler forgets the partial draw,
@@ -75,6 +78,7 @@ from relrl.rl.grpo_metrics import (
     step_record,
     trim_log,
 )
+from relrl.rl.health import HealthCheck, Limits
 from relrl.runtime import distributed
 from relrl.runtime.checkpointing import (
     load_checkpoint,
@@ -124,7 +128,8 @@ class GRPOTrainer:
                                        micro_batch=cfg.gen_micro_batch, tools=cfg.tools,
                                        max_tool_calls=cfg.max_tool_calls)
         self.loss_cfg = LossConfig(clip_low=cfg.clip_low, clip_high=cfg.clip_high, beta=cfg.beta,
-                                   aggregation=cfg.aggregation, constant=cfg.max_new_tokens)
+                                   aggregation=cfg.aggregation, constant=cfg.max_new_tokens,
+                                   loss=cfg.loss, tis_mode=cfg.tis_mode)
 
         self.params = [p for p in model.parameters() if p.requires_grad]
         if not self.params:
@@ -146,6 +151,8 @@ class GRPOTrainer:
             self.rollout, self.questions, mode=cfg.sampling_mode, gen_batch=cfg.gen_batch,
             max_attempts_per_step=cfg.max_resample, max_total_attempts=cfg.max_total_attempts,
             informative_by=cfg.informative_by)
+        self.health = HealthCheck(Limits.of(cfg)) if cfg.health_check else None
+        self.generated = [0, 0]  # completions sampled for training so far, and truncated ones
         self.updates = 0
         self.stats = {"losses": [], "rewards_per_step": [], "n_correct_per_step": [],
                       "val_history": []}
@@ -183,7 +190,11 @@ class GRPOTrainer:
             scored = [self.reward_fn(c.text, row) for c in group]
             rewards = [reward + self.length_penalty(c) for (reward, _), c in zip(scored, group)]
             groups.append(Group(index, first_attempt + k, rewards, [ok for _, ok in scored], group))
-        return distributed.gather_shares(groups, len(indices))
+        groups = distributed.gather_shares(groups, len(indices))
+        for group in groups:  # every rank counts every group: the health check agrees
+            self.generated[0] += len(group.payload)
+            self.generated[1] += sum(bool(c.truncated) for c in group.payload)
+        return groups
 
     def sync_engine(self) -> None:
         """Hand the adapter to the engine once after each change (update or restore)."""
@@ -254,10 +265,11 @@ class GRPOTrainer:
         return logp, FirstPass(old, ref, weight, rows)
 
     def importance_weights(self, old, sampler, mask) -> tuple[torch.Tensor | None, dict]:
-        """Truncated importance sampling (TIS): per token min(p_trainer / p_sampler, cap),
-        detached, multiplying the surrogate; None (no correction) when the cap is 0. With the
+        """Truncated importance sampling (TIS): per token min(p_trainer / p_sampler, cap), or
+        with --tis-mode sequence-mask the completion's ratio, 0 above the cap; detached,
+        multiplying the surrogate; None (no correction) when the cap is 0. With the
         per-row sums of the ratio (reported with the correction off too) and of capped tokens."""
-        weights = importance_weights(old, sampler, mask, self.cfg.tis_cap)
+        weights = importance_weights(old, sampler, mask, self.cfg.tis_cap, self.cfg.tis_mode)
         rows = {"tis_ratio": weights.row_ratio.cpu()}
         if weights.weight is not None:
             rows["tis_capped"] = weights.row_capped.cpu()
@@ -310,7 +322,9 @@ class GRPOTrainer:
     def state(self) -> dict:
         return {"useful_steps": self.useful_steps, "updates": self.updates,
                 "sampler": self.sampler.state_dict(), "stats": self.stats, "best": self.best,
-                "last_val_step": self.last_val_step, "settings": self.settings}
+                "last_val_step": self.last_val_step, "settings": self.settings,
+                "generated": list(self.generated),
+                **({"health": self.health.state_dict()} if self.health else {})}
 
     def save(self) -> Path:
         folder = self.out / f"checkpoint-{self.useful_steps}"
@@ -328,6 +342,9 @@ class GRPOTrainer:
         self.sampler.load_state_dict(state["sampler"])
         self.updates, self.stats, self.best = state["updates"], state["stats"], state["best"]
         self.last_val_step = state["last_val_step"]
+        self.generated = list(state.get("generated", [0, 0]))
+        if self.health and state.get("health"):
+            self.health.load_state_dict(state["health"])
         self.last_save_step = self.useful_steps
         self.engine_synced = False
         if distributed.is_main():
@@ -337,7 +354,9 @@ class GRPOTrainer:
         return run_statistics(self.sampler.counters.to_dict(), updates=self.updates,
                               stats=self.stats, best=self.best, stopped_by=stopped_by,
                               settings=self.settings, tools=self.cfg.tools,
-                              max_tool_calls=self.cfg.max_tool_calls)
+                              max_tool_calls=self.cfg.max_tool_calls, loss=self.cfg.loss,
+                              tis_mode=self.cfg.tis_mode,
+                              health_warnings=self.health.warnings if self.health else None)
 
     def log_steps(self, groups, metrics, val_accuracy, **timing) -> None:
         """The batch's useful steps to train_log.jsonl, the terminal and the tracker (rank 0)."""
@@ -390,7 +409,26 @@ class GRPOTrainer:
             f" (best {self.best['val_accuracy']:.3f} at step {self.best['step']})"
         return f"validation at step {last['step']}: accuracy {last['accuracy']:.3f}{note}"
 
+    def check_health(self, before: dict, generated: list[int]) -> None:
+        """One sampling round (counters and generated counts from before it) to the health
+        check; its lines to the log (rank 0)."""
+        if self.health is None:
+            return
+        now = self.sampler.counters.to_dict()
+        lines = self.health.observe(
+            groups=now["total_attempts"] - before["total_attempts"],
+            zero_signal=(now["all_correct"] + now["all_wrong"])
+            - (before["all_correct"] + before["all_wrong"]),
+            wasted=now["wasted_steps"] - before["wasted_steps"],
+            completions=self.generated[0] - generated[0],
+            truncated=self.generated[1] - generated[1], step=self.useful_steps)
+        if distributed.is_main():
+            for line in lines:
+                tqdm.write(line, file=sys.stderr)
+
     def stop_reason(self) -> str | None:
+        if self.health is not None and self.health.stopped:
+            return f"unhealthy:{self.health.stopped}"
         if self.useful_steps >= self.cfg.max_useful_steps:
             return "max_useful_steps"
         if self.sampler.attempts_left <= 0:
@@ -426,12 +464,14 @@ class GRPOTrainer:
                     (signal_name := self.stop.agreed()) is None:
                 wanted = min(cfg.grad_accum, cfg.max_useful_steps - self.useful_steps)
                 t0 = time.perf_counter()
+                before, generated = self.sampler.counters.to_dict(), list(self.generated)
                 try:
                     groups = self.sampler.collect(wanted)
                 except GenerationStopped:  # the sampler has put back its partial draw
                     signal_name = self.stop.agreed()  # every rank learns which signal it was
                     break
                 t_sample = time.perf_counter() - t0
+                self.check_health(before, generated)
                 if not groups:
                     continue
                 lr = self.scheduler.get_last_lr()[0]
@@ -452,7 +492,8 @@ class GRPOTrainer:
         self.stop = StopFlag.never()  # a rollout after the run is not this run's to stop
         if signal_name is not None:
             return self.finish(signal_name)
-        if self.val_rows and self.useful_steps and self.last_val_step != self.useful_steps:
+        if self.val_rows and self.useful_steps and self.last_val_step != self.useful_steps \
+                and not stopped_by.startswith("unhealthy"):  # a stopped run spends no more
             self.record_validation()
             if distributed.is_main():
                 print(self.validation_line(), flush=True)
@@ -469,6 +510,10 @@ class GRPOTrainer:
         if not distributed.is_main():
             return result
         atomic_write_json(self.out / STATS_FILE, result)
+        if stopped_by.startswith("unhealthy"):
+            print(f"stopped ({stopped_by}) at useful step {self.useful_steps}: wrote {where}; "
+                  f"exit status 3 (the health line above says what to change)", flush=True)
+            return result
         if stopped_by.startswith("SIG"):
             print(f"stopped by {stopped_by} at useful step {self.useful_steps}: wrote {where}; "
                   "run again with --resume to continue", flush=True)
