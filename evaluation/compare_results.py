@@ -5,10 +5,12 @@ appears in several pair files is counted once). Every model is compared with --b
 questions: Markdown table of correct/n, accuracy with a 95% interval, truncated completions,
 delta vs base, the paired test's p and its Holm-adjusted value, and the margin over the best
 guess baseline (relrl.evaluation.guess_baselines: fitted on training rows, from --baseline-train or as the
-evaluation recorded them); the guesses' own table; then accuracy by the base screening score
-when the questions carry it; then accuracy by target range and each model's median per-family
-rank correlation of answers with targets (relrl.evaluation.strata). Plots: accuracy.png, every model's bar with its interval and a line
-at the best guess; training_<run>.png per GRPO log (its run's curves; the statistics.json beside
+evaluation recorded them); mean@k and pass@k with 95% intervals from resampling paraphrase groups
+(relrl.evaluation.clustered_stats); the guesses' own table; then accuracy by the base screening
+score when the questions carry it; then accuracy by target range and each model's median
+per-family rank correlation of answers with targets (relrl.evaluation.strata). Plots:
+accuracy.png, every model's bar with its interval and a line at the best guess;
+training_<run>.png per GRPO log (its run's curves; the statistics.json beside
 the log, when there, gives validation intervals).
 
   python evaluation/compare_results.py results/holdout_*.json --base Qwen3-8B \\
@@ -26,6 +28,7 @@ from relrl.data.dataset_io import (
     read_json,
     read_text,
 )
+from relrl.evaluation.clustered_stats import at_k_interval
 from relrl.evaluation.guess_baselines import GUESSES, margin, score_baselines
 from relrl.evaluation.model_results import difficulty_breakdown
 from relrl.evaluation.results_io import read_result
@@ -154,6 +157,21 @@ def table_rows(models: list[dict], base_label: str) -> list[dict]:
     return rows
 
 
+AT_K_BOOT, AT_K_SEED = 10_000, 0  # the group bootstrap behind the mean@k / pass@k intervals
+
+
+def at_k_cells(records: list[dict], samples: int) -> dict:
+    """mean@k (the share correct, one value for every k and equal to pass@1) and pass@k at
+    k = samples, each {value, low, high, groups}: clustered_stats.at_k_interval, resampling
+    paraphrase groups whole."""
+    keep = ("value", "low", "high", "groups")
+    cells = {"mean@k": at_k_interval(records, 1, "mean", n_boot=AT_K_BOOT, seed=AT_K_SEED)}
+    if samples > 1:
+        cells[f"pass@{samples}"] = at_k_interval(records, samples, "pass", n_boot=AT_K_BOOT,
+                                                 seed=AT_K_SEED)
+    return {name: {k: cell[k] for k in keep} for name, cell in cells.items()}
+
+
 def _row(m: dict, base: dict) -> dict:
     recs, n, k = m["results"], len(m["results"]), m["samples"]
     correct = sum(r["pass_count"] for r in recs)
@@ -166,7 +184,8 @@ def _row(m: dict, base: dict) -> dict:
     row = {"model": m["model"], "file": m["_file"], "n": n, "samples": k, "correct": correct,
            "accuracy": correct / total, "ci_low": low, "ci_high": high,
            "truncated": m.get("truncated", sum(bool(r.get("truncated")) for r in recs)),
-           "delta": correct / total - base_acc, "p": None, "test": None, "p_holm": None}
+           "delta": correct / total - base_acc, "p": None, "test": None, "p_holm": None,
+           "at_k": at_k_cells(recs, k)}
     if m is not base:
         b = base["results"]
         if k == 1 and base["samples"] == 1:
@@ -268,6 +287,7 @@ def markdown(rows: list[dict], base_label: str, levels: list[str], per_model: di
              "outcomes (one sample per question) or the exact paired sign-flip permutation test on "
              "per-question accuracies (K > 1), two-sided, against the base; Holm-adjusted over "
              f"the {max(len(rows) - 1, 0)} comparisons."]
+    out += at_k_table(rows)
     if guesses:
         out += guess_markdown(guesses)
     if levels:
@@ -284,6 +304,25 @@ def markdown(rows: list[dict], base_label: str, levels: list[str], per_model: di
     if strata_by_model:
         out += strata_table(rows, strata_by_model)
     return "\n".join(out) + "\n"
+
+
+def at_k_table(rows: list[dict]) -> list[str]:
+    """mean@k and pass@k per model, each with its interval over paraphrase groups."""
+    names = ["mean@k"] + sorted({n for r in rows for n in r["at_k"] if n != "mean@k"},
+                                key=lambda n: int(n.split("@")[1]))
+    out = ["", "### mean@k and pass@k, with 95% intervals over paraphrase groups", "",
+           "| Model | Groups | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    for r in rows:
+        cells = [f"{_pct(c['value'])} ({_pct(c['low'])}-{_pct(c['high'])})" if c else "-"
+                 for c in (r["at_k"].get(n) for n in names)]
+        out.append(f"| {r['model']} | {r['at_k']['mean@k']['groups']} | " + " | ".join(cells) + " |")
+    out += ["", "mean@k: the expected share correct among k samples of a question (the same for "
+            "every k, and pass@1); pass@k: the unbiased chance that k of its samples hold a "
+            "correct answer (k = the samples drawn per question); both averaged over questions. "
+            f"Intervals: percentiles of {AT_K_BOOT} bootstrap resamples (seed {AT_K_SEED}) of "
+            "whole paraphrase groups, each weighted by its questions, since paraphrases of one "
+            "problem do not fail independently."]
+    return out
 
 
 def strata_table(rows: list[dict], by_model: dict[str, dict]) -> list[str]:

@@ -15,10 +15,12 @@ from relrl.evaluation.runner import Progress, evaluate_rows, progress_path, scor
 from relrl.evaluation.settings import EvalSettings
 from relrl.tools.protocol import calculator_call
 
-# The keys a study result held before --tools existed: a run without tools must write exactly these.
+# The keys a study result held before --tools existed, with mean@k and its intervals (issue #31):
+# a run without tools must write exactly these.
 STUDY_RESULT_KEYS = {"kind", "model", "model_path", "adapter", "dataset", "fingerprint", "n", "correct",
                      "accuracy", "truncated", "unextracted", "samples", "seed", "tolerance",
-                     "tolerance_rule", "settings", "pass_at_k", "by_base_score", "strata", "results"}
+                     "tolerance_rule", "settings", "pass_at_k", "mean_at_k", "at_k_ci", "by_base_score",
+                     "strata", "results"}
 STUDY_SAMPLE_KEYS = {"extracted", "value", "correct", "truncated", "reward", "response"}
 STUDY_SIGNATURE = {"samples": 1, "seed": 0, "temperature": 1.0, "top_p": 0.95, "max_new_tokens": 3072,
                    "tolerance": 0.05, "allow_plain": False}

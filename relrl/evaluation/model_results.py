@@ -7,6 +7,7 @@ from typing import Sequence
 
 from relrl.data.dataset_io import DatasetError, questions_fingerprint
 from relrl.evaluation import results_io
+from relrl.evaluation.clustered_stats import at_k_interval
 from relrl.evaluation.settings import EvalSettings, settings_of
 from relrl.evaluation.stats import (
     discordant,
@@ -18,11 +19,32 @@ from relrl.evaluation.stats import (
 from relrl.evaluation.strata import strata
 from relrl.runtime.cli import UsageError
 
+AT_K_BOOT = 2000  # resamples of paraphrase groups behind each recorded pass@k / mean@k interval
+
+
+def _ks(samples: int) -> list[int]:
+    return sorted({k for k in (1, 2, 4, 8, 16, 32, 64) if k <= samples} | {samples})
+
 
 def _pass_at(records: Sequence[dict], samples: int) -> dict:
-    ks = sorted({k for k in (1, 2, 4, 8, 16, 32, 64) if k <= samples} | {samples})
     n = len(records)
-    return {str(k): sum(pass_at_k(r["samples"], r["pass_count"], k) for r in records) / n for k in ks}
+    return {str(k): sum(pass_at_k(r["samples"], r["pass_count"], k) for r in records) / n
+            for k in _ks(samples)}
+
+
+def at_k_intervals(records: Sequence[dict], samples: int, *, n_boot: int = AT_K_BOOT,
+                   seed: int = 0) -> dict:
+    """mean@k for the result's k values (the mean share correct: one value whatever k), and a
+    95% interval for it and for each pass@k from resampling paraphrase groups whole
+    (clustered_stats.at_k_interval), as [low, high] by k."""
+    ks = _ks(samples)
+    mean = at_k_interval(records, 1, "mean", n_boot=n_boot, seed=seed)
+    passes = {k: at_k_interval(records, k, "pass", n_boot=n_boot, seed=seed) for k in ks}
+    return {"mean_at_k": {str(k): mean["value"] for k in ks},
+            "at_k_ci": {"confidence": mean["confidence"], "n_boot": n_boot, "seed": seed,
+                        "groups": mean["groups"],
+                        "pass": {str(k): [c["low"], c["high"]] for k, c in passes.items()},
+                        "mean": {str(k): [mean["low"], mean["high"]] for k in ks}}}
 
 
 def difficulty_breakdown(records: Sequence[dict]) -> dict | None:
@@ -75,6 +97,7 @@ def model_result(records: Sequence[dict], *, label: str, model_path: str, adapte
         "tolerance_rule": settings.tolerance_rule,
         "settings": settings.signature(),
         "pass_at_k": _pass_at(records, settings.samples) if n else {},
+        **(at_k_intervals(records, settings.samples) if n else {"mean_at_k": {}, "at_k_ci": None}),
     }
     if settings.uses_tools:
         result.update(tools=settings.tools, max_tool_calls=settings.max_tool_calls,
