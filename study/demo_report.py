@@ -12,6 +12,9 @@ from relrl.data.dataset_io import read_json
 from relrl.evaluation.model_results import compare_models, load_model_result
 from relrl.evaluation.results_io import pair_accuracies
 from study import stage_times
+from study.at_k import NOTE as AT_K_NOTE
+from study.at_k import at_k_cells, cell_text, pass_name, samples_of
+from study.replication_report import records_if_any
 
 SET_TITLES = {
     "train": "Mixed training questions (in-distribution, as the study reported)",
@@ -131,6 +134,29 @@ def guess_lines(out: Path) -> list[str]:
     return lines + [""]
 
 
+AT_K_HEADING = "### mean@k and pass@k"  # compare_results' own table, in compare files since issue #31
+
+
+def at_k_lines(out: Path, set_name: str, compare_md: str) -> list[str]:
+    """For a compare file older than compare_results' mean@k / pass@k table, the same figures
+    computed here from each model's evaluation records (study.at_k), "-" for a model whose
+    records are not there; nothing when the compare file has the table."""
+    if AT_K_HEADING in compare_md:
+        return []
+    lines = ["", "### mean@k and pass@K, with 95% intervals over paraphrase groups", "",
+             "| Model | K | Groups | mean@k | pass@K |", "|---|---|---|---|---|"]
+    for row in read_json(out / f"compare_{set_name}.json")["rows"]:
+        recs = records_if_any(out, set_name, row["model"])
+        if recs is None:
+            lines.append(f"| {row['model']} | - | - | - | - |")
+            continue
+        cells = at_k_cells(recs)
+        lines.append(f"| {row['model']} | {samples_of(recs)} | {cells['mean@k']['groups']} | "
+                     f"{cell_text(cells['mean@k'])} | {cell_text(cells.get(pass_name(cells)))} |")
+    return lines + ["", AT_K_NOTE + " Computed by this report from the evaluation records: the "
+                    "compare table above predates mean@k."]
+
+
 def build_report(out: Path, *, fast: bool, seed: int, out_name: str,
                  timings: list[dict]) -> str:
     label = "FAST demo (a quick look: small data, few steps; not the miniature study)" \
@@ -140,7 +166,8 @@ def build_report(out: Path, *, fast: bool, seed: int, out_name: str,
              f"`{out_name}/`; rerun with `python demo.py{' --fast' if fast else ''}` to "
              "reproduce it.", "", "## Findings", "", *findings(out), "", *guess_lines(out)]
     for name in SET_TITLES:
-        parts += [(out / f"compare_{name}.md").read_text().strip(), ""]
+        compare_md = (out / f"compare_{name}.md").read_text().strip()
+        parts += [compare_md, *at_k_lines(out, name, compare_md), ""]
     parts += ["## Dynamic sampling: generated groups that carry no learning signal", "",
               "Without dynamic sampling every such group would be a zero-gradient update; "
               "with it (all runs here) they are dropped before the update and redrawn, so the "

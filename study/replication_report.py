@@ -21,6 +21,8 @@ from relrl.evaluation.guess_baselines import GUESSES, fitted_from_block, guess_o
 from relrl.evaluation.results_io import read_result
 from relrl.evaluation.stats import holm
 from study import stage_times
+from study.at_k import NOTE as AT_K_NOTE
+from study.at_k import at_k_cells, cell_text, pass_name, samples_of
 
 PRIMARY = ("heldout", "GRPO exp7 best", "base")  # (set, model, against)
 PRIMARY_ALPHA, SECONDARY_ALPHA, TARGET_GAIN, TARGET_POWER = 0.01, 0.05, 0.05, 0.8
@@ -148,7 +150,39 @@ def pooled_results(root: Path, seeds: list[int]) -> dict:
     return {"seeds": seeds, "primary_alpha": PRIMARY_ALPHA, "secondary_alpha": SECONDARY_ALPHA,
             "primary": primary, "secondary": secondary, "retention_accuracy": retention,
             "waste": waste(dirs), "best_steps": best_steps(dirs), "run_time": run_time(dirs),
-            "guess_baselines": guess_baselines(dirs)}
+            "guess_baselines": guess_baselines(dirs), "at_k": at_k(dirs)}
+
+
+def records_if_any(seed_dir: Path, set_name: str, model: str) -> list[dict] | None:
+    """records(), or None where the model's file is missing or is older than stored records."""
+    folder = seed_dir / "eval" / set_name
+    if not any(folder.glob("*.json")) or (model != "base" and
+                                          not (folder / f"{slug(model)}.json").is_file()):
+        return None
+    try:
+        return records(seed_dir, set_name, model) or None
+    except KeyError:
+        return None
+
+
+def at_k(dirs: dict[int, Path]) -> dict:
+    """Per set evaluated at every seed and per model: mean@k and pass@K pooled over seeds, each
+    seed's paraphrase groups resampled within that seed (study.at_k); None for a model whose
+    records some seed lacks."""
+    out: dict = {}
+    for set_name in GUESS_SETS:
+        if not all((d / "eval" / set_name).is_dir() for d in dirs.values()):
+            continue
+        out[set_name] = {}
+        for model in GUESS_MODELS:
+            per_seed = {seed: records_if_any(d, set_name, model) for seed, d in dirs.items()}
+            if not all(per_seed.values()):
+                out[set_name][model] = None
+                continue
+            recs = [r for seed_recs in per_seed.values() for r in seed_recs]
+            strata = [str(seed) for seed, seed_recs in per_seed.items() for _ in seed_recs]
+            out[set_name][model] = {"samples": samples_of(recs), **at_k_cells(recs, strata)}
+    return out
 
 
 def run_time(dirs: dict[int, Path]) -> dict:
@@ -237,6 +271,25 @@ def guess_table(guesses: dict) -> list[str]:
     return lines
 
 
+def at_k_table(by_set: dict) -> list[str]:
+    """mean@k and pass@K per set and model, pooled over seeds (empty without them)."""
+    if not by_set:
+        return []
+    lines = ["", "## mean@k and pass@K (pooled over seeds)", "",
+             "| Set | Model | K | Groups | mean@k | pass@K |", "|---|---|---|---|---|---|"]
+    for set_name, models in by_set.items():
+        for model, cells in models.items():
+            if cells is None:
+                lines.append(f"| {set_name} | {model} | - | - | - | - |")
+                continue
+            passes = pass_name(cells)
+            lines.append(f"| {set_name} | {model} | {cells['samples']} | {cells['mean@k']['groups']} | "
+                         f"{cell_text(cells['mean@k'])} | {cell_text(cells.get(passes))} |")
+    return lines + ["", AT_K_NOTE + " Pooled over seeds: each seed's groups count separately "
+                    "and are resampled within their seed. Averaged over questions, not groups as "
+                    "the accuracies above, so mean@k can differ from them."]
+
+
 def build_report(pooled: dict) -> str:
     pr = pooled["primary"]
     p = pr["pooled"]
@@ -276,6 +329,7 @@ def build_report(pooled: dict) -> str:
             lines.append(f"| {row['model']} | {c['groups']} | {_pct(ret[row['model']]['accuracy'])} | "
                          f"{_pts(c['delta'])} | {_ci(c)} | {c['p_holm']:.3g} | {100 * c['mdd']:.1f} |")
     lines += guess_table(pooled.get("guess_baselines") or {})
+    lines += at_k_table(pooled.get("at_k") or {})
     w = pooled["waste"]
     lines += ["", "## Dynamic sampling waste (zero-signal groups / groups generated)", "",
               "| Run | " + " | ".join(f"seed {s}" for s in pooled["seeds"]) + " | pooled |",

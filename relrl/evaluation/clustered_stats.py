@@ -11,6 +11,7 @@ seed kept as a stratum for the bootstrap.
   sign_flip_test       exact two-sided paired sign-flip permutation test on sum(D_g)
   cluster_bootstrap_ci percentile interval for mean(D_g), resampling groups within strata
   at_k_interval        pass@k or mean@k over questions, with that interval over groups
+                       (within strata, for seeds pooled)
   VarianceModel        Var(D_g) from variance components, for K samples and m questions/group
   estimate_variance_model[_k]   its components from one-sample (split assumed) or K-sample data
   power, groups_needed, min_detectable   normal-approximation power of the paired test
@@ -139,23 +140,30 @@ def cluster_bootstrap_ci(diffs: Sequence[float], strata: Sequence[str] | None = 
 
 
 def at_k_interval(records: Sequence[dict], k: int, metric: str = "pass", *,
-                  n_boot: int = 10_000, confidence: float = 0.95, seed: int = 0) -> dict:
+                  n_boot: int = 10_000, confidence: float = 0.95, seed: int = 0,
+                  strata: Sequence[str] | None = None) -> dict:
     """pass@k or mean@k (relrl.evaluation.stats) of one model: the mean over questions of each question's
     unbiased estimate from its `samples` and `pass_count`, as the evaluation JSON reports it,
     with a percentile interval from resampling paraphrase groups whole (each group weighted by
-    its number of questions), since paraphrases of one problem do not fail independently."""
+    its number of questions), since paraphrases of one problem do not fail independently.
+    With `strata` (one label per record: the seed of records pooled over seeds) a group is
+    the pair (stratum, group) and groups are resampled within their stratum."""
     estimators = {"pass": pass_at_k, "mean": mean_at_k}
     if metric not in estimators:
         raise ValueError(f"metric must be 'pass' or 'mean', got {metric!r}")
     if not records:
         raise ValueError("no records")
-    by_group: dict[str, list[float]] = {}
-    for r in records:
+    labels = [""] * len(records) if strata is None else [str(s) for s in strata]
+    if len(labels) != len(records):
+        raise ValueError("strata and records differ in length")
+    by_group: dict[tuple[str, str], list[float]] = {}
+    for r, label in zip(records, labels):
         value = estimators[metric](int(r["samples"]), int(r["pass_count"]), k)
-        by_group.setdefault(_group_of(r), []).append(value)
+        by_group.setdefault((label, _group_of(r)), []).append(value)
     sizes = [len(values) for values in by_group.values()]
     ci = cluster_bootstrap_ci([sum(values) / len(values) for values in by_group.values()],
-                              n_boot=n_boot, confidence=confidence, seed=seed, weights=sizes)
+                              [label for label, _ in by_group], n_boot=n_boot,
+                              confidence=confidence, seed=seed, weights=sizes)
     return {"metric": f"{metric}@{k}", "value": ci["mean_diff"], "low": ci["low"],
             "high": ci["high"], "confidence": confidence, "n_boot": n_boot, "seed": seed,
             "groups": len(sizes), "questions": len(records)}

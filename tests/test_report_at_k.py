@@ -1,0 +1,111 @@
+"""mean@k and pass@K with intervals over paraphrase groups in the study's reports (issue #31):
+the replication report pooled over seeds (groups resampled within their seed) and the demo
+report for compare files older than compare_results' table, checked against values worked out
+by hand on hand-made result files; old files without records show "-"."""
+import json
+
+import pytest
+
+from relrl.evaluation.clustered_stats import at_k_interval
+from study import demo_report
+from study import replication_report as rr
+
+
+def rec(qid, group, passes, samples=4):
+    return {"id": qid, "group": group, "samples": samples, "pass_count": passes}
+
+
+def write_pair(folder, stem, base, ft):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{stem}.json").write_text(json.dumps(
+        {"kind": "pair_result", "base": {"results": base}, "finetuned": {"results": ft}}))
+
+
+def rows_of(lines, heading):
+    """The body rows (cells) of the first Markdown table after the line starting `heading`."""
+    start = next(i for i, line in enumerate(lines) if line.startswith(heading))
+    first = next(i for i in range(start, len(lines)) if lines[i].startswith("|"))
+    end = next((i for i in range(first, len(lines)) if not lines[i].startswith("|")), len(lines))
+    return [[c.strip() for c in line.strip("|").split("|")] for line in lines[first + 2:end]]
+
+
+def test_strata_keep_same_named_groups_apart_and_resample_within_each():
+    # stratum a: g1 = 1.0, g2 = 0.0; stratum b: one group "g1" = 0.5 (two questions)
+    recs = [rec("q1", "g1", 4), rec("q2", "g2", 0), rec("q3", "g1", 2), rec("q4", "g1", 2)]
+    strata = ["a", "a", "b", "b"]
+    cell = at_k_interval(recs, 1, "mean", n_boot=4000, strata=strata)
+    assert cell["groups"] == 3 and cell["value"] == pytest.approx(0.5)
+    # b's only group is always drawn; a draws {g1,g1}, {g1,g2}, {g2,g2} with 1/4, 1/2, 1/4:
+    # (1+1+0.5+0.5)/4, 0.5, (0+0+0.5+0.5)/4
+    assert (cell["low"], cell["high"]) == pytest.approx((0.25, 0.75))
+    merged = at_k_interval(recs, 1, "mean", n_boot=4000)  # no strata: "g1" is one group of 3
+    assert merged["groups"] == 2
+
+
+def write_replication(root):
+    """Seed 2: g1 (q1, 4 of 4 right), g2 (q2, none); seed 3: g1 (q3, q4, 2 of 4 each). The base
+    scores two less on every question (at least 0); exp7 final's file predates stored records."""
+    seeds = {2: [rec("q1", "g1", 4), rec("q2", "g2", 0)],
+             3: [rec("q3", "g1", 2), rec("q4", "g1", 2)]}
+    for seed, ft in seeds.items():
+        folder = root / f"seed-{seed}" / "eval" / "heldout"
+        base = [{**r, "pass_count": max(r["pass_count"] - 2, 0)} for r in ft]
+        write_pair(folder, "grpo_exp7_best", base, ft)
+        (folder / "grpo_exp7_final.json").write_text(json.dumps({"kind": "pair_result"}))
+    return {seed: root / f"seed-{seed}" for seed in seeds}
+
+
+def test_replication_pools_at_k_over_seeds_with_groups_resampled_within_each(tmp_path):
+    by_set = rr.at_k(write_replication(tmp_path))
+    assert list(by_set) == ["heldout"]
+    exp7 = by_set["heldout"]["GRPO exp7 best"]
+    # mean@k: (1 + 0 + 1/2 + 1/2) / 4; seed 2's draws give 3/4, 1/2, 1/4 as in the test above.
+    # pass@4: 1, 0, 1, 1 -> 3/4; draws (1+1+1+1)/4, 3/4, (0+0+1+1)/4
+    assert exp7 == {"samples": 4,
+                    "mean@k": {"value": 0.5, "low": 0.25, "high": 0.75, "groups": 3},
+                    "pass@4": {"value": 0.75, "low": 0.5, "high": 1.0, "groups": 3}}
+    assert by_set["heldout"]["GRPO exp7 final"] is None  # no records at either seed
+    assert by_set["heldout"]["SFT warm start"] is None  # no file
+    lines = rr.at_k_table(by_set)
+    body = rows_of(lines, "## mean@k and pass@K (pooled over seeds)")
+    # base: 2, 0 | 0, 0 of 4 -> mean@k 1/8, draws 1/4, 1/8, 0; pass@4 1, 0 | 0, 0 -> 1/4
+    assert body[0] == ["heldout", "base", "4", "3", "12.5% (0.0%-25.0%)", "25.0% (0.0%-50.0%)"]
+    assert ["heldout", "GRPO exp7 best", "4", "3", "50.0% (25.0%-75.0%)",
+            "75.0% (50.0%-100.0%)"] in body
+    assert ["heldout", "GRPO exp7 final", "-", "-", "-", "-"] in body
+    assert len(body) == len(rr.GUESS_MODELS)
+
+
+def test_a_pooled_result_without_at_k_renders_no_such_section():
+    assert rr.at_k_table({}) == []
+
+
+def write_demo(out, compare_md):
+    """Held-out set, one sample a question: base 1, 0 (g1) and 0, 0 (g2); exp7 best 1, 1, 1, 0;
+    SFT listed in the compare table without a file; exp7 final's file has no records."""
+    folder = out / "eval" / "heldout"
+    base = [rec("q1", "g1", 1, 1), rec("q2", "g1", 0, 1), rec("q3", "g2", 0, 1), rec("q4", "g2", 0, 1)]
+    ft = [{**r, "pass_count": p} for r, p in zip(base, (1, 1, 1, 0))]
+    write_pair(folder, "grpo_exp7_best", base, ft)
+    (folder / "grpo_exp7_final.json").write_text(json.dumps({"kind": "pair_result"}))
+    rows = [{"model": m} for m in ("base", "GRPO exp7 best", "GRPO exp7 final", "SFT warm start")]
+    (out / "compare_heldout.json").write_text(json.dumps({"rows": rows}))
+    return compare_md
+
+
+def test_demo_report_adds_at_k_from_records_under_an_old_compare_table(tmp_path):
+    md = write_demo(tmp_path, "## Held-out\n\n| Model | Correct / n |")
+    lines = demo_report.at_k_lines(tmp_path, "heldout", md)
+    # base: groups 1/2 and 0 -> 1/4, draws 1/2, 1/4, 0; exp7 best: groups 1 and 1/2 -> 3/4
+    assert rows_of(lines, "### mean@k and pass@K") == [
+        ["base", "1", "2", "25.0% (0.0%-50.0%)", "-"],
+        ["GRPO exp7 best", "1", "2", "75.0% (50.0%-100.0%)", "-"],
+        ["GRPO exp7 final", "-", "-", "-", "-"],
+        ["SFT warm start", "-", "-", "-", "-"]]
+    assert "predates mean@k" in lines[-1]
+
+
+def test_demo_report_adds_nothing_when_compare_results_already_shows_at_k(tmp_path):
+    md = write_demo(tmp_path, "## Held-out\n\n### mean@k and pass@k, with 95% intervals over "
+                              "paraphrase groups\n\n| Model | Groups | mean@k |")
+    assert demo_report.at_k_lines(tmp_path, "heldout", md) == []
