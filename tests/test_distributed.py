@@ -106,6 +106,44 @@ def test_grpo_on_two_gloo_ranks_equals_one_process(grpo_one):
     assert (two / "best" / "adapter_model.safetensors").is_file()
 
 
+# gspo and cispo with their recipes' clip settings and two updates per batch: the second
+# update's ratio is not 1, so the objectives differ from grpo's and clip (gspo's narrow range).
+OBJECTIVE_STEPS = 4
+OBJECTIVES = {"gspo": ["--clip-low", "3e-4", "--clip-high", "4e-4"],
+              "cispo": ["--clip-low", "1", "--clip-high", "3"]}
+# measured at ratios that depend on the weights after an update, so equal up to the rounding
+# of the ranks' gradient sums (the module docstring); the rest is decided by the sampling
+ROUNDED = {"loss", "entropy", "clip_frac"}
+
+
+@pytest.mark.parametrize("loss", OBJECTIVES)
+def test_gspo_and_cispo_with_two_iterations_on_two_gloo_ranks_equal_one_process(tmp_path, loss):
+    data = write_rows(tmp_path / "train.jsonl")
+    args = [*GRPO_ARGS, "--max-useful-steps", OBJECTIVE_STEPS, "--save-every", OBJECTIVE_STEPS,
+            "--loss", loss, "--num-iterations", "2", *OBJECTIVES[loss], "--dataset", data,
+            "--val-dataset", data]
+    run(0, "grpo_exp10_nosft.py", *args, "--output-dir", tmp_path / "one")
+    out = run(2, "grpo_exp10_nosft.py", *args, "--output-dir", tmp_path / "two")
+    assert "2 ranks" in out and f"{loss} loss" in out
+    stats = [json.loads((tmp_path / name / "statistics.json").read_text()) for name in ("one", "two")]
+    assert stats[0]["loss"] == stats[1]["loss"] == loss
+    assert stats[0]["optimizer_updates"] == (OBJECTIVE_STEPS // 2) * 2  # batches of 2, 2 updates each
+    assert stats[1]["losses"] == pytest.approx(stats[0]["losses"], rel=1e-4, abs=1e-6)
+    assert {k: v for k, v in stats[1].items() if k != "losses"} == \
+        {k: v for k, v in stats[0].items() if k != "losses"}
+    a, b = log(tmp_path / "one"), log(tmp_path / "two")
+    assert [x["step"] for x in a] == list(range(1, OBJECTIVE_STEPS + 1))
+    for x, y in zip(a, b, strict=True):
+        exact = {k for k in x if k not in TIMING and k not in ROUNDED}
+        assert {k: x[k] for k in exact} == {k: y[k] for k in exact}
+        assert [y[k] for k in sorted(ROUNDED)] == pytest.approx([x[k] for k in sorted(ROUNDED)],
+                                                                 rel=1e-4, abs=1e-6)
+    if loss == "gspo":  # the second update's sequence ratios leave the narrow range
+        assert all(x["clip_frac"] > 0 for x in a)
+    assert_adapters_close(tmp_path / "one" / f"checkpoint-{OBJECTIVE_STEPS}",
+                          tmp_path / "two" / f"checkpoint-{OBJECTIVE_STEPS}")
+
+
 def worker_pids(launcher_pid: int) -> dict[int, int]:
     """rank -> pid of torchrun's worker processes."""
     found = {}
