@@ -24,6 +24,7 @@ from relrl.evaluation.guess_baselines import GUESSES, Fitted, fit_guesses, guess
 from relrl.evaluation.strata import strata
 from relrl.grading.scoring import grade, is_correct_value
 from relrl.grading.target_kind import target_kind_of
+from study.at_k import at_k_cells, cell_text, pass_name, samples_of
 
 RULES = ("study", "complement")
 MODELS = ("base", "SFT warm start", "GRPO exp7 best", "GRPO exp10 best")
@@ -129,6 +130,7 @@ def reanalyse(seeds: dict[int, dict], *, tolerance: float = 0.05) -> dict:
             pooled_models: dict[str, list[float]] = {m: [] for m in MODELS}
             pooled_guesses: dict[str, list[float]] = {}
             pooled_records: dict[str, list[dict]] = {m: [] for m in MODELS}
+            seed_of: dict[str, list[str]] = {m: [] for m in MODELS}  # each record's seed
             fits = {}
             for seed, data in seeds.items():
                 models = {m: data["sets"][set_name][m] for m in MODELS}
@@ -140,6 +142,7 @@ def reanalyse(seeds: dict[int, dict], *, tolerance: float = 0.05) -> dict:
                 for m in MODELS:
                     pooled_models[m] += part["models"][m]
                     pooled_records[m] += graded[m]
+                    seed_of[m] += [str(seed)] * len(graded[m])
                 for g, s in part["guesses"].items():
                     pooled_guesses.setdefault(g, []).extend(s)
                 fits[str(seed)] = {"constant": fitted[key].constant,
@@ -154,7 +157,10 @@ def reanalyse(seeds: dict[int, dict], *, tolerance: float = 0.05) -> dict:
                 "gain_over_base": {m: accuracy[m] - accuracy["base"] for m in MODELS[1:]},
                 "guesses": guesses, "best_guess": best,
                 "margin_over_best_guess": {m: accuracy[m] - guesses[best] for m in MODELS},
-                "fitted": fits}
+                "fitted": fits,
+                # over questions, groups resampled within their seed (study.at_k)
+                "at_k": {m: {"samples": samples_of(pooled_records[m]),
+                             **at_k_cells(pooled_records[m], seed_of[m])} for m in MODELS}}
             for m in MODELS:
                 strata_out[m][rule] = strata(pooled_records[m])
             regrading[rule] = tally
@@ -223,7 +229,29 @@ def folder_tables(folder: dict) -> list[str]:
                 f"{_pct(co['by_target_range']['rest']['accuracy'])} | "
                 f"{_num(rest['answers_in_range'], '.2f')} | "
                 f"{_num(rho, '+.3f')} ({st['families_with_rank_correlation']}) |")
+    return lines + at_k_lines(sets)
+
+
+def at_k_lines(sets: dict) -> list[str]:
+    """mean@k and pass@K per set, rule and model with their intervals, for a reanalysis that
+    recorded them (older ones did not: nothing)."""
+    if not all("at_k" in r for s in sets.values() for r in s["rules"].values()):
+        return []
+    lines = ["", "| Set | Rule | Metric | " + " | ".join(SHORT[m] for m in MODELS) + " |",
+             "|---|---|---|" + "---|" * len(MODELS)]
+    for set_name, s in sets.items():
+        for rule, r in s["rules"].items():
+            cells = r["at_k"]
+            names = ["mean@k", pass_name(cells[MODELS[0]])]
+            for name in filter(None, names):
+                lines.append(f"| {SET_NAMES[set_name]} | {rule} | {name} | "
+                             + " | ".join(cell_text(cells[m].get(name)) for m in MODELS) + " |")
     return lines
+
+
+AT_K_TEXT = (" mean@k and pass@K (K: the samples drawn per question) are averaged over "
+             "questions, not groups, with 95% intervals from resampling paraphrase groups within "
+             "each seed (`study/at_k.py`).")
 
 
 def render(result: dict) -> str:
@@ -250,7 +278,9 @@ def render(result: dict) -> str:
         "correlation is Spearman's rho, per family with at least "
         f"{result['min_answered']} answered questions, between each question's answer (the "
         "median of its samples) and its target, then the median over those families (their "
-        "number in brackets); it does not depend on the rule.", ""]
+        "number in brackets); it does not depend on the rule." + (
+            AT_K_TEXT if any("at_k" in r for f in result["folders"].values()
+                             for s in f["sets"].values() for r in s["rules"].values()) else ""), ""]
     for folder in result["folders"].values():
         lines += folder_tables(folder)
         tallies = [f"{SET_NAMES[s]} {v['regrading']['complement']['from_text']}"

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from relrl.evaluation.clustered_stats import at_k_interval
-from study import demo_report
+from study import demo_report, reanalysis
 from study import replication_report as rr
 
 
@@ -109,3 +109,38 @@ def test_demo_report_adds_nothing_when_compare_results_already_shows_at_k(tmp_pa
     md = write_demo(tmp_path, "## Held-out\n\n### mean@k and pass@k, with 95% intervals over "
                               "paraphrase groups\n\n| Model | Groups | mean@k |")
     assert demo_report.at_k_lines(tmp_path, "heldout", md) == []
+
+
+RELIABILITY = "A pump has a constant failure rate. What is its reliability at 910 hours?"
+
+
+def graded(qid, group, passes, samples=2, target=0.96):
+    """A committed record: `passes` of its samples answered the target, the rest 0.1."""
+    return {**rec(qid, group, passes, samples), "question": RELIABILITY, "target": str(target),
+            "family": "f", "correct": passes > 0,
+            "completions": [{"value": target if k < passes else 0.1, "correct": k < passes,
+                             "truncated": False, "response": ""} for k in range(samples)]}
+
+
+def test_the_reanalysis_shows_at_k_per_rule_pooled_over_seeds_and_old_files_render_without():
+    # the layout of the replication test above at K = 2: seed 0 a (2 of 2) and b (0 of 2),
+    # seed 1 a (1 of 2 twice); both rules grade these answers alike
+    train = [{"id": f"t{i}", "group": f"t{i}", "question": RELIABILITY, "answer": "0.5",
+              "family": "f"} for i in range(4)]
+    per_seed = {0: [graded("q0", "a", 2), graded("q1", "b", 0)],
+                1: [graded("q2", "a", 1), graded("q3", "a", 1)]}
+    seeds = {seed: {"sets": {"heldout": {m: recs for m in reanalysis.MODELS}}, "train_rows": train}
+             for seed, recs in per_seed.items()}
+    sets = reanalysis.reanalyse(seeds)
+    for rule in reanalysis.RULES:
+        assert sets["heldout"]["rules"][rule]["at_k"]["base"] == {
+            "samples": 2, "mean@k": {"value": 0.5, "low": 0.25, "high": 0.75, "groups": 3},
+            "pass@2": {"value": 0.75, "low": 0.5, "high": 1.0, "groups": 3}}
+    lines = reanalysis.folder_tables({"label": "L", "sets": sets})
+    body = rows_of(lines, "| Set | Rule | Metric |")
+    assert body[:2] == [["held-out mixed-style", "study", "mean@k"] + ["50.0% (25.0%-75.0%)"] * 4,
+                        ["held-out mixed-style", "study", "pass@2"] + ["75.0% (50.0%-100.0%)"] * 4]
+    for rule in sets["heldout"]["rules"].values():
+        del rule["at_k"]  # a reanalysis.json written before issue #31
+    assert not any(line.startswith("| Set | Rule | Metric |")
+                   for line in reanalysis.folder_tables({"label": "L", "sets": sets}))
