@@ -46,6 +46,7 @@ from relrl.modeling.tiny_models import new_model, qwen3_config
 from relrl.modeling.tiny_tokenizer import train_tokenizer
 from relrl.models.tiny_build import RECIPE, pretrain
 from relrl.problems.base import stray_numbers
+from relrl.problems.bound_form import bound_expression, question_numbers
 from relrl.problems.dataset import generate_rows
 from relrl.problems.registry import FAMILIES
 from relrl.runtime.cli import ArgumentParser, UsageError, run_main
@@ -68,6 +69,10 @@ CONFIGS = {
     "w192-l4-s1000": dict(steps=1000),
     "w192-l4-s2000": dict(steps=2000),
     "w256-l6-s1000": dict(steps=1000, **WIDE),
+    # the bound form (relrl.problems.bound_form): the question's numbers copied in order into
+    # names, the formula over the names; phrasings whose numbers differ from the expression's
+    # (FIT, percent, minutes) are left out of training and test alike
+    "w192-l4-s2000-bound": dict(steps=2000, form="bound"),
 }
 DEFAULT_OUT = Path("results/tool-learnability")
 
@@ -76,8 +81,20 @@ def expression_families() -> list:
     return [f for f in FAMILIES.values() if f.expression is not None]
 
 
-def target_text(row: dict) -> str:
-    return f"Model: {row['family']}\n\\boxed{{{row['expression']}}}"
+def target_text(row: dict, form: str = "plain") -> str:
+    expression = row["expression"]
+    if form == "bound":
+        expression = bound_expression(row["question"], expression)
+    return f"Model: {row['family']}\n\\boxed{{{expression}}}"
+
+
+def copies_numbers(expression: str, question: str, form: str) -> bool:
+    """Whether an expression is written with the question's numbers only: in the bound form,
+    its names hold exactly the question's numbers, in order."""
+    if form == "bound":
+        return [b.partition("=")[2].strip() for b in expression.split(";")[:-1]] == \
+            question_numbers(question)
+    return not stray_numbers(expression, question)
 
 
 def read_completion(text: str) -> tuple[str | None, str | None, float | None]:
@@ -121,7 +138,8 @@ def _spearman(answers: list[float], targets: list[float]) -> float | None:
     return None if rho != rho else round(rho, 3)
 
 
-def score(rows: list[dict], sampled: list[list[str]], greedy: list[list[str]]) -> dict:
+def score(rows: list[dict], sampled: list[list[str]], greedy: list[list[str]],
+          form: str = "plain") -> dict:
     """Per-family and overall figures for the held-out rows."""
     records = []
     for row, samples, (best,) in zip(rows, sampled, greedy):
@@ -139,7 +157,7 @@ def score(rows: list[dict], sampled: list[list[str]], greedy: list[list[str]]) -
             "greedy_correct": right(read_completion(best)[2]),
             "parsed": len(values),
             "own_numbers": sum(e is not None and v is not None
-                               and not stray_numbers(e, row["question"]) for _, e, v in reads),
+                               and copies_numbers(e, row["question"], form) for _, e, v in reads),
             "right_model": sum(m == row["family"] for m, _, _ in reads),
             "answer": statistics.median(values) if values else None,
         })
@@ -162,18 +180,22 @@ def summarise(records: list[dict], n: int = SAMPLES) -> dict:
 
 
 def run_config(name: str, overrides: dict, out: Path) -> dict:
+    overrides = dict(overrides)
+    form = overrides.pop("form", "plain")
     recipe = replace(RECIPE, version=f"tool-learnability-{name}", seed=SEED,
                      n_train=3 * TRAIN_PROBLEMS, max_positions=512, **overrides)
     families = expression_families()
     torch.set_num_threads(recipe.threads)
     started = time.time()
-    train = generate_rows(families, recipe.n_train, SEED, paraphrases=2)
-    texts = [f"system\n{SYSTEM}\nuser\n{r['question']}\nassistant\n{target_text(r)}" for r in train]
+    train = [r for r in generate_rows(families, recipe.n_train, SEED, paraphrases=2)
+             if form == "plain" or not stray_numbers(r["expression"], r["question"])]
+    texts = [f"system\n{SYSTEM}\nuser\n{r['question']}\nassistant\n{target_text(r, form)}"
+             for r in train]
     tokenizer = train_tokenizer(texts, recipe.vocab_size)
     pairs = []
     for row in train:
-        prompt, completion = build_training_text(tokenizer, row["question"], target_text(row),
-                                                 system_prompt=SYSTEM)
+        prompt, completion = build_training_text(tokenizer, row["question"],
+                                                 target_text(row, form), system_prompt=SYSTEM)
         pairs.append((tokenizer(prompt, add_special_tokens=False)["input_ids"],
                       tokenizer(completion, add_special_tokens=False)["input_ids"]))
     model = new_model(qwen3_config(tokenizer, recipe.max_positions, **recipe.dims()), SEED, name)
@@ -186,21 +208,25 @@ def run_config(name: str, overrides: dict, out: Path) -> dict:
     started = time.time()
     held_out = generate_rows(families, EVAL_PER_FAMILY * len(families), SEED + 1, paraphrases=0,
                              exclude=frozenset(r["question"] for r in train))
+    if form == "bound":
+        held_out = [r for r in held_out if not stray_numbers(r["expression"], r["question"])]
     prompts = [build_prompt(tokenizer, r["question"], system_prompt=SYSTEM) for r in held_out]
     sampled = sample(model, tokenizer, prompts, SAMPLES, greedy=False, seed=SEED)
     greedy = sample(model, tokenizer, prompts, 1, greedy=True, seed=SEED)
-    records = score(held_out, sampled, greedy)
+    records = score(held_out, sampled, greedy, form)
     fitted = fit_guesses(train[:GUESS_FIT_ROWS], rule="complement")
     guesses = score_fitted(held_out, fitted, rule="complement")
     by_family = []
     for family in families:
         mine = [r for r in records if r["family"] == family.name]
+        if not mine:  # the bound form keeps no phrasing of a family that always converts units
+            continue
         rows = [r for r in held_out if r["family"] == family.name]
         best_guess = score_fitted(rows, fitted, rule="complement")["best"]["accuracy"]
         by_family.append({"family": family.name, "topic": family.topic,
                           **summarise(mine), "best_guess": round(best_guess, 4)})
     result = {
-        "config": name, "recipe": asdict(recipe), "parameters": params,
+        "config": name, "form": form, "recipe": asdict(recipe), "parameters": params,
         "train_rows": len(train), "final_loss": round(sum(losses[-50:]) / len(losses[-50:]), 4),
         "train_seconds": round(train_seconds, 1), "eval_seconds": round(time.time() - started, 1),
         "samples": SAMPLES, "tolerance_rule": "complement",
@@ -272,13 +298,14 @@ def table(out: Path) -> str:
         lines += ["", "Per family: sampled accuracy (Spearman rho of answers vs targets) per config",
                   "", "| family | " + " | ".join(r["config"] for r in results) + " |",
                   "|---|" + "---|" * len(results)]
-        for k, f in enumerate(results[-1]["by_family"]):
+        families = dict.fromkeys(f["family"] for r in results for f in r["by_family"])
+        for family in families:
             cells = []
             for r in results:
-                row = r["by_family"][k]
-                rho = "-" if row["spearman"] is None else f"{row['spearman']:.2f}"
-                cells.append(f"{row['accuracy']:.2f} ({rho})")
-            lines.append(f"| {f['family']} | " + " | ".join(cells) + " |")
+                row = next((f for f in r["by_family"] if f["family"] == family), None)
+                rho = "-" if row is None or row["spearman"] is None else f"{row['spearman']:.2f}"
+                cells.append("-" if row is None else f"{row['accuracy']:.2f} ({rho})")
+            lines.append(f"| {family} | " + " | ".join(cells) + " |")
         rule, chosen = choose_tool_families(results)
         lines += ["", f"TOOL_FAMILIES ({rule}): {', '.join(chosen)}"]
     return "\n".join(lines)

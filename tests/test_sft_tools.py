@@ -15,8 +15,8 @@ from relrl.data.tool_solutions import encode_segments, tool_solution
 from relrl.finetune.examples import IGNORE, build_examples, collate_examples
 from relrl.modeling.tiny_tokenizer import fixed_tokenizer
 
-CALL = ('<tool_call>\n{"name": "calculator", "arguments": {"expression": "exp(-0.002*500)"}}\n'
-        '</tool_call><|im_end|>')
+CALL = ('<tool_call>\n{"name": "calculator", "arguments": {"expression": '
+        '"x1 = 0.002; x2 = 500; exp(-x1*x2)"}}\n</tool_call><|im_end|>')
 INSERTED = ("\n<|im_start|>user\n<tool_response>\n0.3678794412\n</tool_response><|im_end|>\n"
             "<|im_start|>assistant\n")
 ANSWER = "Answer: \\boxed{0.3679}<|im_end|>"
@@ -69,8 +69,8 @@ def test_segments_are_tokenised_one_by_one(tok):
 
 
 def test_labels_skip_exactly_the_prompt_and_the_inserted_ids(tok):
-    rows = [tool_row(), tool_row(id="r1", question="Reliability at 500 h for a failure rate "
-                                 "of 0.002/h, to four significant figures as an engineer would?")]
+    rows = [tool_row(), tool_row(id="r1", question="For a failure rate of 0.002/h, the "
+                                 "reliability at 500 h, to four significant figures?")]
     examples, stats = build_examples(rows, tok, 4096, tools="calculator")
     assert stats.tool_solutions == 2 and stats.plain_reasoning == 0 and stats.tools == "calculator"
     call, inserted, answer = ids(tok, CALL), ids(tok, INSERTED), ids(tok, ANSWER)
@@ -229,7 +229,7 @@ def test_each_held_out_fold_is_scored_with_the_calculator(tmp_path, scripted_cal
     run = tmp_path / "run"
     assert sft_main("--model", "tiny-random", "--dataset", data, "--output-dir", run,
                     "--folds", "2", "--epochs", "1", "--lora-r", "4", "--grad-accum", "1",
-                    "--eval-max-new-tokens", "88", "--tools", "calculator") == 0
+                    "--eval-max-new-tokens", "120", "--tools", "calculator") == 0
     # 2 held-out rows per fold, scored by the adapter and by the base: one call each
     assert scripted_call == {"scripted": 8, "model": 8}
     for k in range(2):

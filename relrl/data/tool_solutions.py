@@ -2,7 +2,10 @@
 
 A row with an `expression` (one calculator expression written with the question's numbers,
 relrl.problems) is solved in three segments, each (text, sampled):
-  1. the model's turn: the calculator call, then its end-of-turn token;
+  1. the model's turn: the calculator call, then its end-of-turn token; the expression in bound
+     form (relrl.problems.bound_form: the question's numbers copied in order into names, then
+     the formula over the names), which spares a small model copying numbers into the
+     formula's order;
   2. what the engine inserts after that turn (relrl.data.prompting.tool_turn_text): the tool's
      answer and the next assistant prefix; never sampled, so never trained on;
   3. the model's last turn: `Answer: \\boxed{<the row's answer>}` and its end-of-turn token.
@@ -12,6 +15,7 @@ ids SFT trains on are the ids a rollout of the same solution holds.
 from __future__ import annotations
 
 from relrl.data.prompting import end_of_turn, tool_turn_text
+from relrl.problems.bound_form import bound_expression
 from relrl.tools.calculator import calculator
 from relrl.tools.protocol import calculator_call
 
@@ -29,12 +33,13 @@ def tool_solution(tokenizer, row: dict) -> list[Segment] | None:
     expression = str(row.get("expression") or "").strip()
     if not expression:
         return None
-    result = calculator(expression)
+    call = bound_expression(row["question"], expression)
+    result = calculator(call)
     if result.startswith("error:"):
         raise ValueError(f"row {row.get('id')!r}: the calculator refuses its expression "
                          f"{expression!r} ({result})")
     end = end_of_turn(tokenizer)
-    return [(calculator_call(expression) + end, True),
+    return [(calculator_call(call) + end, True),
             (tool_turn_text(tokenizer, [result]), False),
             (answer_turn(row["answer"]) + end, True)]
 

@@ -5,10 +5,11 @@ order, into a name, then the formula written with the names.
     expression: exp(-(23000/36000)^2.8)
     bound form: x1 = 23000; x2 = 36000; x3 = 2.8; exp(-(x1/x2)^x3)
 
-The calculator evaluates both to the same value. A small model learns the bound form where it
-does not learn the plain one (results/tool-learnability): copying numbers in the order they
-come is an easy pattern, copying them into a formula's order is not, and the formula over names
-is one template per family and phrasing.
+The calculator evaluates both to the same value. The learnability runs
+(results/tool-learnability) found that a miniature learns a family's formula but not to copy the
+question's numbers into the formula's order; in bound form copying follows the question's own
+order, and the formula over names is one template per family and phrasing. What `tiny-tool`,
+trained on this form, makes of it: results/tiny-tool/.
 """
 from __future__ import annotations
 
