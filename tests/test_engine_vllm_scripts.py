@@ -159,3 +159,46 @@ def test_evaluate_single_and_screening_with_vllm_match_hf(tmp_path, questions, c
               f"McNemar p {test['exact_p']:.3f}")
         assert sum(a) + sum(b) > 0  # a comparison with something in it
         assert test["exact_p"] > 0.05
+
+
+SAMPLER_SHIFT = 4.0  # nats added to or taken from the sampler's log-probs of every token
+
+
+def mismatched_sampler(monkeypatch):
+    """vLLM reporting log-probs that differ from the trainer's, as a sampler in another
+    precision or with other kernels does, here by far: sample j of each question gets
+    log-probs lowered by SAMPLER_SHIFT when j is even (trainer/sampler ratio e^4 a token, over
+    any cap; over 32 tokens the sequence ratio overflows float32) and raised when j is odd."""
+    from relrl.engines.vllm import VLLMEngine
+
+    generate = VLLMEngine.generate
+
+    def shifted(self, *args, **kwargs):
+        groups = generate(self, *args, **kwargs)
+        for group in groups:
+            for j, c in enumerate(group):
+                shift = SAMPLER_SHIFT if j % 2 else -SAMPLER_SHIFT
+                c.logprobs = [lp + shift for lp in c.logprobs]
+        return groups
+
+    monkeypatch.setattr(VLLMEngine, "generate", shifted)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loss, tis_mode", [("gspo", "sequence-mask"), ("cispo", "token")])
+def test_gspo_and_cispo_train_on_vllm_with_finite_importance_metrics(tmp_path, questions,
+                                                                      monkeypatch, loss, tis_mode):
+    mismatched_sampler(monkeypatch)
+    stats, log = grpo(tmp_path / loss, questions, "vllm", "--loss", loss, "--tis-mode", tis_mode,
+                      "--tis-cap", "2", "--num-iterations", "2", "--max-useful-steps", "2",
+                      "--grad-accum", "2", "--save-every", "2")
+    assert (stats["loss"], stats["tis_mode"], stats["useful_steps"]) == (loss, tis_mode, 2)
+    assert stats["optimizer_updates"] == 2 and len(stats["losses"]) == 2
+    assert all(math.isfinite(x) for x in stats["losses"])
+    assert (tmp_path / loss / "checkpoint-2" / "adapter_model.safetensors").is_file()
+    for row in log:
+        assert math.isfinite(row["loss"]) and math.isfinite(row["tis_ratio_mean"])
+        # half of each group's completions (the even ones) lie over the cap: their tokens
+        # (token mode) or the whole completions (sequence-mask) are capped, the rest not
+        assert 0 < row["tis_capped_frac"] < 1, row["tis_capped_frac"]
+        assert row["tis_ratio_mean"] > 2  # tokens at e^4 and e^-4: far from 1
