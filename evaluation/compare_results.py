@@ -28,7 +28,6 @@ from relrl.data.dataset_io import (
     read_json,
     read_text,
 )
-from relrl.evaluation.clustered_stats import at_k_interval
 from relrl.evaluation.guess_baselines import GUESSES, margin, score_baselines
 from relrl.evaluation.model_results import difficulty_breakdown
 from relrl.evaluation.results_io import read_result
@@ -42,6 +41,8 @@ from relrl.evaluation.stats import (
 )
 from relrl.evaluation.strata import MIN_ANSWERED, strata
 from relrl.runtime.cli import ArgumentParser, UsageError, run_main
+from study.at_k import NOTE as AT_K_NOTE
+from study.at_k import at_k_cells, cell_text
 from study.result_plots import plot_run, plot_set
 
 
@@ -157,21 +158,6 @@ def table_rows(models: list[dict], base_label: str) -> list[dict]:
     return rows
 
 
-AT_K_BOOT, AT_K_SEED = 10_000, 0  # the group bootstrap behind the mean@k / pass@k intervals
-
-
-def at_k_cells(records: list[dict], samples: int) -> dict:
-    """mean@k (the share correct, one value for every k and equal to pass@1) and pass@k at
-    k = samples, each {value, low, high, groups}: clustered_stats.at_k_interval, resampling
-    paraphrase groups whole."""
-    keep = ("value", "low", "high", "groups")
-    cells = {"mean@k": at_k_interval(records, 1, "mean", n_boot=AT_K_BOOT, seed=AT_K_SEED)}
-    if samples > 1:
-        cells[f"pass@{samples}"] = at_k_interval(records, samples, "pass", n_boot=AT_K_BOOT,
-                                                 seed=AT_K_SEED)
-    return {name: {k: cell[k] for k in keep} for name, cell in cells.items()}
-
-
 def _row(m: dict, base: dict) -> dict:
     recs, n, k = m["results"], len(m["results"]), m["samples"]
     correct = sum(r["pass_count"] for r in recs)
@@ -185,7 +171,7 @@ def _row(m: dict, base: dict) -> dict:
            "accuracy": correct / total, "ci_low": low, "ci_high": high,
            "truncated": m.get("truncated", sum(bool(r.get("truncated")) for r in recs)),
            "delta": correct / total - base_acc, "p": None, "test": None, "p_holm": None,
-           "at_k": at_k_cells(recs, k)}
+           "at_k": at_k_cells(recs)}
     if m is not base:
         b = base["results"]
         if k == 1 and base["samples"] == 1:
@@ -313,16 +299,9 @@ def at_k_table(rows: list[dict]) -> list[str]:
     out = ["", "### mean@k and pass@k, with 95% intervals over paraphrase groups", "",
            "| Model | Groups | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
     for r in rows:
-        cells = [f"{_pct(c['value'])} ({_pct(c['low'])}-{_pct(c['high'])})" if c else "-"
-                 for c in (r["at_k"].get(n) for n in names)]
+        cells = [cell_text(r["at_k"].get(n)) for n in names]
         out.append(f"| {r['model']} | {r['at_k']['mean@k']['groups']} | " + " | ".join(cells) + " |")
-    out += ["", "mean@k: the expected share correct among k samples of a question (the same for "
-            "every k, and pass@1); pass@k: the unbiased chance that k of its samples hold a "
-            "correct answer (k = the samples drawn per question); both averaged over questions. "
-            f"Intervals: percentiles of {AT_K_BOOT} bootstrap resamples (seed {AT_K_SEED}) of "
-            "whole paraphrase groups, each weighted by its questions, since paraphrases of one "
-            "problem do not fail independently."]
-    return out
+    return out + ["", AT_K_NOTE]
 
 
 def strata_table(rows: list[dict], by_model: dict[str, dict]) -> list[str]:
