@@ -299,11 +299,19 @@ def build_tiny(recipe: Recipe, folder: Path, log=print) -> dict:
         losses = pretrain(model, pairs, recipe, tokenizer.pad_token_id, log)
         train_seconds = time.time() - started
         report = family_accuracy(model, tokenizer, recipe, frozenset(r["question"] for r in rows))
+    return finish_build(folder, model, tokenizer, report, recipe, losses, started, train_seconds,
+                        format_accuracy, log)
+
+
+def finish_build(folder: Path, model, tokenizer, report: dict, recipe, losses: list[float],
+                 started: float, train_seconds: float, describe, log) -> dict:
+    """The report completed with the recipe, final loss and times, saved beside the weights,
+    and logged with `describe(report)`."""
     report.update(recipe=asdict(recipe), final_loss=sum(losses[-20:]) / len(losses[-20:]),
                   train_seconds=round(train_seconds, 1),
                   build_seconds=round(time.time() - started, 1))
     save_build(folder, model, tokenizer, report)
-    log(format_accuracy(report))
+    log(describe(report))
     log(f"built in {report['build_seconds']:.0f}s (training {report['train_seconds']:.0f}s); "
         f"saved to {folder}")
     return report

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from relrl.data.prompting import build_prompt
@@ -30,10 +30,10 @@ from relrl.models.tiny_build import (
     Recipe,
     build_lock,
     family_accuracy,
+    finish_build,
     format_accuracy,
     load_or_build,
     pretrain,
-    save_build,
     threads,
 )
 from relrl.problems.base import stray_numbers
@@ -107,15 +107,9 @@ def build_tiny_tool(recipe: ToolRecipe, folder: Path, log=print) -> dict:
         report = family_accuracy(model, tokenizer, recipe, exclude, RULE, families, "calculator")
         report["without_calculator"] = family_accuracy(model, tokenizer, recipe, exclude, RULE,
                                                        families, "none")
-    report.update(recipe=asdict(recipe), families=list(TOOL_FAMILIES),
-                  final_loss=sum(losses[-20:]) / len(losses[-20:]),
-                  train_seconds=round(train_seconds, 1),
-                  build_seconds=round(time.time() - started, 1))
-    save_build(folder, model, tokenizer, report)
-    log(describe(report))
-    log(f"built in {report['build_seconds']:.0f}s (training {report['train_seconds']:.0f}s); "
-        f"saved to {folder}")
-    return report
+    report["families"] = list(TOOL_FAMILIES)
+    return finish_build(folder, model, tokenizer, report, recipe, losses, started, train_seconds,
+                        describe, log)
 
 
 def describe(report: dict) -> str:
