@@ -69,8 +69,8 @@ def check(engine, tokenizer, rows, tools: str, args) -> dict:
            "seconds": round(time.time() - start, 1),
            "by_family": family_table(records, args.min_solved)}
     if tools != "none":
-        out["calls_per_answer"] = sum(c.get("tool_calls", 0) for c in samples) / len(samples)
         calls = sum(c.get("tool_calls", 0) for c in samples)
+        out["calls_per_answer"] = calls / len(samples)
         out["failed_call_share"] = sum(c.get("tool_errors", 0) for c in samples) / max(calls, 1)
     return out
 

@@ -30,8 +30,7 @@ def run_row(folder: Path) -> dict:
     log = [json.loads(line) for line in (folder / "train_log.jsonl").read_text().splitlines()
            if line.strip()]
     seconds = sum(r.get("t_sample", 0) + r.get("t_update", 0) for r in log)
-    baselines = result.get("guess_baselines") or result.get("baselines") or {}
-    best = baselines.get("best", {}) if isinstance(baselines, dict) else {}
+    best = result.get("guess_baselines", {}).get("best", {})
     return {
         "loss": stats.get("loss", "grpo"), "n": result["n"],
         "base": result["base_accuracy"], "trained": result["ft_accuracy"],

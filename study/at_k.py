@@ -1,18 +1,19 @@
 """mean@k and pass@k cells for the study's reports, with 95% intervals over paraphrase groups.
 
 A cell is {value, low, high, groups}: relrl.evaluation.clustered_stats.at_k_interval, the same
-estimate and group bootstrap as compare_results' table (N_BOOT resamples, seed SEED), so a
-report and the compare table of the same records agree. Records pooled over seeds resample
-their groups within each seed (the seed as the stratum). A cell that cannot be computed (an
-old result file without records) is None and shows as "-".
+estimate and group bootstrap as every evaluation JSON's `at_k_ci` (N_BOOT resamples, seed
+SEED), so a report, the compare table and the result file of the same records agree. Records
+pooled over seeds resample their groups within each seed (the seed as the stratum). A cell
+that cannot be computed (an old result file without records) is None and shows as "-".
 """
 from __future__ import annotations
 
 from typing import Sequence
 
 from relrl.evaluation.clustered_stats import at_k_interval
+from relrl.evaluation.model_results import AT_K_BOOT as N_BOOT  # the evaluation JSON's own
 
-N_BOOT, SEED = 10_000, 0
+SEED = 0
 KEEP = ("value", "low", "high", "groups")
 
 
