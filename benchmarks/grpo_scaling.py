@@ -16,6 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from relrl.rl.grpo_metrics import trainer_seconds
 from relrl.runtime.cli import ArgumentParser, positive_int, run_main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,13 +34,6 @@ def train(nproc: int, out: Path, data: Path, args) -> list[dict]:
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     subprocess.run(command, check=True, capture_output=True, env=env, cwd=ROOT)
     return [json.loads(x) for x in (out / "train_log.jsonl").read_text().splitlines()]
-
-
-def trainer_seconds(log: list[dict]) -> float:
-    """Sampling + update time over the optimiser steps (every group of one step carries the
-    step's timings)."""
-    per_update = {(x["t_sample"], x["t_update"], x["total_attempts"]) for x in log}
-    return sum(s + u for s, u, _ in per_update)
 
 
 def main(argv=None):

@@ -14,6 +14,7 @@ from relrl.data.prompting import build_prompt
 from relrl.data.tool_solutions import encode_segments, tool_solution
 from relrl.finetune.examples import IGNORE, build_examples, collate_examples
 from relrl.modeling.tiny_tokenizer import fixed_tokenizer
+from relrl.runtime.cli import UsageError
 
 CALL = ('<tool_call>\n{"name": "calculator", "arguments": {"expression": '
         '"x1 = 0.002; x2 = 500; exp(-x1*x2)"}}\n</tool_call><|im_end|>')
@@ -240,3 +241,25 @@ def test_each_held_out_fold_is_scored_with_the_calculator(tmp_path, scripted_cal
             for record in pair[side]["results"]:
                 assert "<tool_response>\n0.3678794412\n</tool_response>" in record["transcript"]
     assert json.loads((run / "cv_summary.json").read_text())["tools"] == "calculator"
+
+
+def test_eval_max_tool_calls_reaches_the_fold_scoring_and_a_negative_value_is_refused(
+        tmp_path, scripted_call):
+    from relrl.evaluation.results_io import read_result
+
+    rows = [tool_row(id=f"r{k}", group=f"g{k}") for k in range(4)]
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    common = ("--model", "tiny-random", "--dataset", data, "--folds", "2", "--epochs", "1",
+              "--lora-r", "4", "--grad-accum", "1", "--eval-max-new-tokens", "120",
+              "--tools", "calculator")
+    with pytest.raises(UsageError, match="^--eval-max-tool-calls: must be >= 0, got -1$"):
+        sft_main(*common, "--output-dir", tmp_path / "bad", "--eval-max-tool-calls", "-1")
+    assert not (tmp_path / "bad").exists()
+    run = tmp_path / "run"
+    assert sft_main(*common, "--output-dir", run, "--eval-max-tool-calls", "0") == 0
+    assert scripted_call == {"scripted": 8, "model": 0}  # no call runs, so no turn follows
+    pair = read_result(run / "fold_0" / "evaluation.json")
+    for side in ("base", "finetuned"):
+        assert pair[side]["max_tool_calls"] == 0 and pair[side]["tool_use"]["calls"] == 0
+        assert all("<tool_response>" not in r["transcript"] for r in pair[side]["results"])

@@ -42,6 +42,7 @@ from relrl.runtime.cli import UsageError, env_default
 from relrl.runtime.config import SettingsParser, refuse_other_settings, setting, write_config
 from relrl.runtime.tracking import REPORT_TO, Tracker, open_tracker
 from relrl.runtime.tracking import RUN_FILES as TRACKING_FILES
+from relrl.tools.protocol import DEFAULT_MAX_TOOL_CALLS
 
 EVAL_FILE, SUMMARY_FILE = "evaluation.json", "cv_summary.json"
 SCORING = "scoring each held-out fold (adapter against the base)"
@@ -258,6 +259,9 @@ class KFoldConfig(SFTConfig):
         3072, "max completion length", positive=True, group=SCORING, fingerprint=False,
         default_here=lambda: 3072 if torch.cuda.is_available() else 256,
         default_text="3072 on CUDA, 256 on a CPU")
+    eval_max_tool_calls: int = setting(DEFAULT_MAX_TOOL_CALLS, "with --tools: calls a scored "
+                                       "completion may make",
+                                       group=SCORING, fingerprint=False)
     eval_micro_batch: int = setting(16, "sequences per generation pass: speed only",
                                     positive=True, group=SCORING, fingerprint=False)
     tolerance: float = setting(0.05, "relative tolerance for a correct answer", group=SCORING,
@@ -274,6 +278,8 @@ class KFoldConfig(SFTConfig):
         super().check()
         check_sampling_values(self.eval_temperature, self.eval_top_p, self.eval_top_k,
                               self.tolerance, prefix="--eval-")
+        if self.eval_max_tool_calls < 0:
+            raise UsageError(f"--eval-max-tool-calls: must be >= 0, got {self.eval_max_tool_calls}")
 
 
 def build_parser(default_model: str, default_output: str, about: str) -> SettingsParser:
@@ -297,7 +303,8 @@ def eval_settings(cfg: KFoldConfig) -> EvalSettings:
                         temperature=cfg.eval_temperature, top_p=cfg.eval_top_p,
                         top_k=cfg.eval_top_k, max_new_tokens=cfg.eval_max_new_tokens,
                         tolerance=cfg.tolerance, tolerance_rule=cfg.tolerance_rule,
-                        micro_batch=cfg.eval_micro_batch, tools=cfg.tools)
+                        micro_batch=cfg.eval_micro_batch, tools=cfg.tools,
+                        max_tool_calls=cfg.eval_max_tool_calls)
 
 
 def main(argv=None, *, default_model: str, default_output: str, about: str) -> int:

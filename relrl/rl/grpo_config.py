@@ -86,7 +86,7 @@ class GRPOConfig:
         "answers are inserted between turns and kept out of the loss (docs/training.md)",
         choices=TOOL_CHOICES, group=ROLLOUTS)
     max_tool_calls: int = setting(DEFAULT_MAX_TOOL_CALLS, "with --tools: calls a completion may "
-                                  "make (more are answered with an error)", group=ROLLOUTS)
+                                  "make (one past the limit is not run)", group=ROLLOUTS)
     overlong_buffer: int = setting(0, "DAPO soft overlong penalty over the last N of the model's "
                                    "own tokens (0: off)", group=ROLLOUTS)
     mask_truncated: bool = setting(False, "truncated completions add nothing to the loss (DAPO "

@@ -89,6 +89,13 @@ def step_record(step: int, question_id, group: Group, metrics: dict, counters: d
     }
 
 
+def trainer_seconds(log: list[dict]) -> float:
+    """Sampling + update time over a train_log's optimiser steps: every group of one step
+    carries that step's timings, so each step is counted once."""
+    per_update = {(x["t_sample"], x["t_update"], x["total_attempts"]) for x in log}
+    return sum(s + u for s, u, _ in per_update)
+
+
 def progress_line(record: dict, max_steps: int) -> str:
     """A step's record as one line for the terminal."""
     calls = f"calls {record['tool_calls_mean']:.1f} " if "tool_calls_mean" in record else ""
