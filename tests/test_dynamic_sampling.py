@@ -285,3 +285,14 @@ def test_batch_mode_draws_one_question_a_round_when_gen_batch_is_one():
     assert len(s.collect(1)) == 1
     assert [len(indices) for indices, _ in script.calls] == [1, 1, 1]
     assert s.counters.resample_events == 2
+
+
+@pytest.mark.parametrize("mode", ["step", "batch"])
+def test_with_dynamic_sampling_off_every_group_trains_and_the_counters_say_which_had_no_signal(mode):
+    ds = sampler([C, W, I1, S], mode=mode, gen_batch=4, drop_uninformative=False)
+    kept = ds.collect(4)
+    assert [g.rewards for g in kept] == [C, W, I1, S]  # one generation call, nothing redrawn
+    assert len(ds.rollout.calls) == 1
+    counts = ds.counters.to_dict()
+    assert (counts["total_attempts"], counts["useful_steps"], counts["resample_events"]) == (4, 4, 0)
+    assert (counts["all_correct"], counts["all_wrong"], counts["wasted_steps"]) == (2, 1, 3)  # S: right

@@ -92,6 +92,11 @@ class GRPOConfig:
     mask_truncated: bool = setting(False, "truncated completions add nothing to the loss (DAPO "
                                    "overlong filtering)", group=ROLLOUTS)
     # dynamic sampling
+    dynamic_sampling: bool = setting(
+        True, "on: groups whose answers are all right or all wrong are dropped and redrawn "
+        "(DAPO); off: plain GRPO, every group generated trains (uninformative ones with zero "
+        "advantage), so --max-useful-steps counts groups generated",
+        choices={"on": True, "off": False}, group=SAMPLING)
     sampling_mode: str = setting(
         "step", "step: one question per generation call, redrawn until informative (the "
         "study); batch: --gen-batch questions per call (the DAPO paper; fewer generation calls "
@@ -247,7 +252,7 @@ class GRPOConfig:
         for key, default in (("pass_rate_scheme", "plug-in"), ("val_samples", 1),
                              ("tolerance_rule", "study"), ("top_k", 0), ("tools", "none"),
                              ("max_tool_calls", DEFAULT_MAX_TOOL_CALLS), ("loss", "grpo"),
-                             ("tis_mode", "token")):
+                             ("tis_mode", "token"), ("dynamic_sampling", True)):
             if out[key] == default:
                 out.pop(key)
         if self.tools == "none":  # no calls are made, so their limit changes nothing

@@ -150,7 +150,7 @@ class GRPOTrainer:
         self.sampler = DynamicSampler(
             self.rollout, self.questions, mode=cfg.sampling_mode, gen_batch=cfg.gen_batch,
             max_attempts_per_step=cfg.max_resample, max_total_attempts=cfg.max_total_attempts,
-            informative_by=cfg.informative_by)
+            informative_by=cfg.informative_by, drop_uninformative=cfg.dynamic_sampling)
         self.health = HealthCheck(Limits.of(cfg)) if cfg.health_check else None
         self.generated = [0, 0]  # completions sampled for training so far, and truncated ones
         self.updates = 0
