@@ -7,10 +7,12 @@
 #      (recipes/grpo_exp10[_gspo|_cispo].yaml: its clip ranges and aggregation), reward and
 #      validation under the complement rule; two optimiser steps per batch (--num-iterations 2)
 #      so the importance ratio departs from 1 and the objectives differ in more than aggregation
-#   3. the holdout: base and best checkpoint paired (evaluate_single.py), 4 samples a question,
-#      McNemar and intervals over paraphrase groups, beside the guess baselines of the train split
+#   3. the holdout: the base once per seed (evaluate_single.py), then each loss's best checkpoint
+#      paired with it (evaluate_finetuned_only.py), 4 samples a question, the paired tests,
+#      beside the guess baselines of the train split
 #
 #   bash benchmarks/tool_grpo.sh [SEED] [LOSS]     # SEED 0, 1 or >= 100; LOSS grpo|gspo|cispo
+# Run the losses one after another (they share the seed's data and base evaluation).
 # Work (data, checkpoints) in runs/tool-grpo-seed<SEED>/ (the data shared by the losses); the
 # paired holdout result, statistics and log in results/tiny-tool/<LOSS>-seed<SEED>/;
 # benchmarks/tool_grpo_table.py prints them side by side.
@@ -43,8 +45,14 @@ $PY training/grpo_exp10_nosft.py --config "$RECIPE" --resume "${COMMON[@]}" \
     --num-iterations 2 --learning-rate 2e-3 --sampling-mode batch \
     --gen-batch 16 --gen-micro-batch 64 --output-dir "$WORK/$LOSS"
 
-$PY evaluation/evaluate_single.py "${COMMON[@]}" --dataset "$WORK/data/holdout.jsonl" \
-    --adapter "$WORK/$LOSS/best" --samples 4 --seed $((SEED + 1000)) --micro-batch 64 \
-    --baseline-train "$WORK/data/train.jsonl" --base-label "tiny-tool" \
+# the base is sampled once per seed (base_holdout.json) and every loss is paired with it
+if [[ ! -f $WORK/base_holdout.json ]]; then
+    $PY evaluation/evaluate_single.py "${COMMON[@]}" --dataset "$WORK/data/holdout.jsonl" \
+        --samples 4 --seed $((SEED + 1000)) --micro-batch 64 --label "tiny-tool" \
+        --output "$WORK/base_holdout.json"
+fi
+$PY evaluation/evaluate_finetuned_only.py "${COMMON[@]}" --dataset "$WORK/data/holdout.jsonl" \
+    --base-results "$WORK/base_holdout.json" --adapter "$WORK/$LOSS/best" --samples 4 \
+    --seed $((SEED + 1000)) --micro-batch 64 --baseline-train "$WORK/data/train.jsonl" \
     --label "tiny-tool + GRPO ($LOSS, calculator)" --output "$OUT/eval_holdout.json"
 cp "$WORK/$LOSS/statistics.json" "$WORK/$LOSS/train_log.jsonl" "$OUT/"

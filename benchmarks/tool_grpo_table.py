@@ -18,7 +18,7 @@ import statistics
 from pathlib import Path
 
 from relrl.evaluation.clustered_stats import compare_groups, group_differences
-from relrl.evaluation.results_io import pair_accuracies
+from relrl.evaluation.results_io import pair_accuracies, read_result
 from relrl.rl.grpo_metrics import trainer_seconds
 from relrl.runtime.cli import ArgumentParser, UsageError, run_main
 
@@ -32,7 +32,7 @@ def mean_of(records: list[dict], key: str) -> float | None:
 
 
 def run_row(folder: Path) -> dict:
-    pair = json.loads((folder / "eval_holdout.json").read_text())
+    pair = read_result(folder / "eval_holdout.json")  # with its records (a sidecar file)
     stats = json.loads((folder / "statistics.json").read_text())
     steps = [json.loads(line) for line in (folder / "train_log.jsonl").read_text().splitlines()
              if line.strip()]
