@@ -14,16 +14,14 @@ development seed (100 by default), never from tiny-tool's training draws.
 """
 from __future__ import annotations
 
-import statistics
 import time
 from pathlib import Path
-
-from scipy.stats import spearmanr
 
 from relrl.data.dataset_io import atomic_write_json
 from relrl.evaluation.guess_baselines import describe, score_baselines
 from relrl.evaluation.runner import evaluate_rows, model_generator
 from relrl.evaluation.settings import EvalSettings
+from relrl.evaluation.strata import question_pair, rank_correlation
 from relrl.models.by_name import load_model, make_engine
 from relrl.models.tiny_build import threads
 from relrl.models.tiny_tool_build import RECIPE, training_rows
@@ -36,6 +34,8 @@ RULE = "complement"
 
 
 def family_table(records: list[dict], min_solved: int) -> dict:
+    """Per family: accuracy over samples, and Spearman's rho of answers with targets over the
+    questions solved at least once (issue 29's criterion), when at least `min_solved` are."""
     by_family: dict[str, list[dict]] = {}
     for record in records:
         by_family.setdefault(record["family"], []).append(record)
@@ -43,15 +43,12 @@ def family_table(records: list[dict], min_solved: int) -> dict:
     for family, rows in sorted(by_family.items()):
         samples = [c for r in rows for c in r.get("completions", [r])]
         solved = [r for r in rows if r["pass_count"] > 0]
-        pairs = []
-        for r in solved:
-            values = [c["value"] for c in r.get("completions", [r]) if c["value"] is not None]
-            if values:
-                pairs.append((statistics.median(values), float(r["target"])))
+        pairs = [p for p in map(question_pair, solved) if p is not None]
         entry = {"questions": len(rows), "accuracy": sum(c["correct"] for c in samples) / len(samples),
                  "solved_questions": len(solved)}
-        if len(pairs) >= min_solved:
-            entry["spearman"] = float(spearmanr(*zip(*pairs)).statistic)
+        rho = rank_correlation(pairs)["rank_correlation"]
+        if len(pairs) >= min_solved and rho is not None:
+            entry["spearman"] = rho
         table[family] = entry
     return table
 

@@ -74,7 +74,8 @@ def rank_correlation(pairs: Iterable[tuple[float, float]]) -> dict:
     return {"answered": len(pairs), "rank_correlation": rho}
 
 
-def _question_pair(record: dict) -> tuple[float, float] | None:
+def question_pair(record: dict) -> tuple[float, float] | None:
+    """(median of the question's extracted answers, its target), or None without either."""
     target = target_value(record)
     values = [v for v in answer_values(record) if v is not None]
     if target is None or not values:
@@ -90,7 +91,7 @@ def by_family(records: Sequence[dict]) -> dict:
         if r.get("family"):
             families.setdefault(str(r["family"]), []).append(r)
     return {name: {**_accuracy(rows),
-                   **rank_correlation(p for p in map(_question_pair, rows) if p is not None)}
+                   **rank_correlation(p for p in map(question_pair, rows) if p is not None)}
             for name, rows in sorted(families.items())}
 
 
