@@ -24,6 +24,7 @@ SIGTERM, SIGUSR1 or Ctrl-C stops it cleanly: the running scripts get SIGTERM (tr
 checkpoint) and the same command resumes.
 """
 import glob
+import math
 import os
 import signal
 import subprocess
@@ -251,8 +252,9 @@ class Demo:
     # ------------------------------------------------------------------ stages
     def data(self) -> None:
         c, d = self.cfg, self.work / "data"
+        families = ["--families", c.families] if c.families else []
         self.run("generate", ["generators/build_dataset.py", "generate", "--n", c.n_master,
-                              "--seed", self.seed, "--paraphrases", c.paraphrases,
+                              "--seed", self.seed, "--paraphrases", c.paraphrases, *families,
                               "--out", d / "master_all.jsonl"], done=d / "master_all.jsonl")
         # By group, so no paraphrase straddles two splits; whole topics held out as the
         # out-of-distribution (forgetting) check that SFT and GRPO never train on.
@@ -262,11 +264,16 @@ class Demo:
                  done=d / "ood.jsonl")
 
     def tiny(self) -> None:
-        self.run("tiny", ["-m", "relrl.models.tiny_build", *self.rule])
+        """The built-in model, built once into the cache (tiny-tool's build checks itself under
+        the complement rule, whatever the pipeline's)."""
+        if self.cfg.model == "tiny":
+            self.run("tiny", ["-m", "relrl.models.tiny_build", *self.rule])
+        else:
+            self.run("tiny-tool", ["-m", "relrl.models.tiny_tool_build"])
 
     def screen(self) -> None:
         c, d = self.cfg, self.work / "data"
-        common = ["--model", "tiny", "--samples", c.screen_samples, "--seed", self.seed,
+        common = ["--model", self.cfg.model, "--samples", c.screen_samples, "--seed", self.seed,
                   "--max-new-tokens", c.max_new_tokens, "--micro-batch", MICRO_BATCH,
                   *self.engine, *self.rule, *self.tools]
         # The training pool splits into mixed (GRPO) and non-mixed (SFT), as in the study;
@@ -302,6 +309,22 @@ class Demo:
         atomic_write_jsonl(d / "retention.jsonl", rows)
         self.say(f"retention: {len(rows)} questions in {len({r['group'] for r in rows})} groups")
 
+    def sft_dataset(self) -> Path:
+        """The SFT warm start's questions: screening's non-mixed ones, of sft_topics only when
+        set (data/sft_non_mixed.jsonl), so the topics SFT never saw can show forgetting."""
+        non_mixed = self.work / "screen" / "non_mixed.jsonl"
+        if self.cfg.sft_topics is None:
+            return non_mixed
+        topics = {t.strip() for t in self.cfg.sft_topics.split(",")}
+        rows = [r for r in load_dataset(non_mixed) if r.get("topic") in topics]
+        if not rows:
+            raise SystemExit(f"[demo] sft: no non-mixed question of sft_topics "
+                             f"{self.cfg.sft_topics} in {_shown(non_mixed)}")
+        out = self.work / "data" / "sft_non_mixed.jsonl"
+        atomic_write_jsonl(out, rows)
+        self.say(f"sft: {len(rows)} non-mixed questions of {self.cfg.sft_topics}")
+        return out
+
     @property
     def sft_adapter(self) -> Path:
         return self.work / "sft" / "adapters" / "all"
@@ -311,26 +334,26 @@ class Demo:
         c = self.cfg
         # --resume: a stage stopped part-way (SIGTERM, Ctrl-C, a kill) carries on from its
         # latest checkpoint when the demo is rerun; with none it starts afresh.
-        sft = ("sft", ["training/sft_qwen3_kfold.py", "--resume", "--model", "tiny", "--dataset",
-                       self.work / "screen" / "non_mixed.jsonl", "--output-dir",
+        sft = ("sft", ["training/sft_qwen3_kfold.py", "--resume", "--model", c.model, "--dataset",
+                       self.sft_dataset(), "--output-dir",
                        self.work / "sft", "--folds", 1, "--train-all", "--epochs",
                        c.sft_epochs, "--learning-rate", c.sft_lr, "--seed", self.seed,
                        *self.rule, *self.tools],
                self.sft_adapter)
-        common = ["--model", "tiny", "--dataset", self.work / "screen" / "mixed.jsonl",
-                  "--val-dataset", self.work / "data" / "val.jsonl", "--seed", self.seed,
-                  "--max-useful-steps", c.grpo_steps, "--val-every", c.grpo_val_every,
-                  "--save-every", c.grpo_val_every, "--max-new-tokens", c.max_new_tokens,
-                  "--grad-accum", c.grpo_grad_accum, *self.replication_train_args(),
-                  # DAPO-style batches: 16 questions x G=4 per generation call fill the CPU.
-                  "--sampling-mode", "batch", "--gen-batch", 16, "--gen-micro-batch", MICRO_BATCH,
-                  *self.engine, *self.rule, *self.tools]
         # The SFT adapter scales its update by alpha/r = 32/16 = 2, exp10's fresh one by
         # 32/32 = 1: the warm start gets half the learning rate for the same step size.
         warm = ["--sft-adapter", self.sft_adapter, "--learning-rate", c.grpo_warm_lr]
 
-        def grpo(name, script, *extra):
+        def grpo(name, script, *extra, steps=c.grpo_steps, every=c.grpo_val_every):
             out = self.work / name
+            common = ["--model", c.model, "--dataset", self.work / "screen" / "mixed.jsonl",
+                      "--val-dataset", self.work / "data" / "val.jsonl", "--seed", self.seed,
+                      "--max-useful-steps", steps, "--val-every", every, "--save-every", every,
+                      "--max-new-tokens", c.max_new_tokens, "--grad-accum", c.grpo_grad_accum,
+                      *self.replication_train_args(),
+                      # DAPO-style batches: 16 questions x G=4 per generation call fill the CPU.
+                      "--sampling-mode", "batch", "--gen-batch", 16,
+                      "--gen-micro-batch", MICRO_BATCH, *self.engine, *self.rule, *self.tools]
             return (f"grpo_{name}", [script, "--resume", *extra, *common, "--output-dir", out],
                     out / "statistics.json")
 
@@ -341,6 +364,18 @@ class Demo:
                 grpo("exp10", "training/grpo_exp10_nosft.py", "--learning-rate", c.grpo_lr)]
         # Three runs of one length: all at once ends sooner than two and then one.
         self.run_side_by_side(runs, lanes=len(runs) if self.lanes > 1 else 1)
+        if c.plain_grpo:
+            # Plain GRPO counts every generated group as a step: as many as exp7 generated
+            # (its total_attempts), so the arms differ in what trains, not in sampling; it
+            # validates as many times as exp7, so the best checkpoint is chosen as often.
+            groups = read_json(self.work / "exp7" / "statistics.json")["total_attempts"]
+            every = math.ceil(groups * c.grpo_val_every / c.grpo_steps)
+            self.run(*grpo("exp7_plain", "training/grpo_exp7_dynamic.py", *warm,
+                           "--dynamic-sampling", "off", steps=groups, every=every))
+
+    def grpo_runs(self) -> tuple[str, ...]:
+        """The GRPO runs this pipeline trains, by their folder names."""
+        return ("exp7", "exp10", "exp7_passrate", *(("exp7_plain",) if self.cfg.plain_grpo else ()))
 
     def replication_train_args(self) -> list:
         k = self.cfg.val_samples
@@ -364,10 +399,13 @@ class Demo:
 
     def models(self) -> dict[str, Path]:
         """Label -> adapter of every model compared with the base."""
-        return {"SFT warm start": self.sft_adapter,
-                "GRPO exp7 best": self.work / "exp7" / "best",
-                "GRPO exp7 final": self.final_checkpoint("exp7"),
-                "GRPO exp10 best": self.work / "exp10" / "best"}
+        models = {"SFT warm start": self.sft_adapter,
+                  "GRPO exp7 best": self.work / "exp7" / "best",
+                  "GRPO exp7 final": self.final_checkpoint("exp7"),
+                  "GRPO exp10 best": self.work / "exp10" / "best"}
+        if self.cfg.plain_grpo:
+            models["GRPO exp7 plain best"] = self.work / "exp7_plain" / "best"
+        return models
 
     def evaluate(self) -> None:
         """Per set, the first adapter with evaluate_single (base and adapter, paired); then the
@@ -377,7 +415,7 @@ class Demo:
         for name, dataset in self.eval_sets().items():
             out = self.out / "eval" / name
             out.mkdir(parents=True, exist_ok=True)
-            common = ["--model", "tiny", "--dataset", dataset, *self.eval_args(name),
+            common = ["--model", self.cfg.model, "--dataset", dataset, *self.eval_args(name),
                       "--max-new-tokens", c.max_new_tokens, "--micro-batch", MICRO_BATCH,
                       "--baseline-train", self.work / "data" / "train.jsonl", *self.engine,
                       *self.rule, *self.tools]
@@ -434,7 +472,7 @@ class Demo:
     def report(self) -> None:
         plots = self.out / "plots"
         plots.mkdir(exist_ok=True)
-        for run in ("exp7", "exp10", "exp7_passrate"):
+        for run in self.grpo_runs():
             dest = self.out / f"grpo_{run}"
             dest.mkdir(exist_ok=True)
             for name in ("statistics.json", "train_log.jsonl"):
@@ -447,7 +485,7 @@ class Demo:
             files = sorted((self.out / "eval" / name).glob("*.json"))
             extra = []
             if name == "holdout":  # one call also draws the training curves
-                extra = [a for run in ("exp7", "exp10", "exp7_passrate") for a in
+                extra = [a for run in self.grpo_runs() for a in
                          ("--grpo-log", f"{run}={_shown(self.out / f'grpo_{run}' / 'train_log.jsonl')}")]
             jobs.append((f"compare_{name}", ["evaluation/compare_results.py", *files,
                                              "--base", "base", "--title", titles[name],

@@ -114,7 +114,8 @@ def table(rows: list[dict]) -> str:
     for r in rows:
         low, high = r["group_ci"]
         lines.append(
-            f"| {r['loss']} | {r['seed']} | {r['n']} ({r['groups']}) | {r['base']:.3f} | {r['trained']:.3f} | "
+            f"| {r['loss']} | {r['seed']} | {r['n']} ({r['groups']}) | {r['base']:.3f} | "
+            f"{r['trained']:.3f} | "
             f"{r['delta']:+.3f} ({low:+.3f}, {high:+.3f}) | {fmt(r['group_p'], '{:.3g}')} | "
             f"{fmt(r['question_p'], '{:.3g}')} | {fmt(r['best_guess'])} | "
             f"{fmt(r['rho'][0], '{:.2f}')} / {fmt(r['rho'][1], '{:.2f}')} | "

@@ -24,7 +24,9 @@ SET_TITLES = {
 }
 GRPO_RUNS = (("exp7", "exp7, uniform question draws"),
              ("exp7_passrate", "exp7, pass-rate sampler"),
-             ("exp10", "exp10, uniform question draws"))
+             ("exp10", "exp10, uniform question draws"),
+             ("exp7_plain", "exp7, plain GRPO (no dynamic sampling)"))
+OPTIONAL_RUNS = ("exp7_plain",)  # trained only when the pipeline sets plain_grpo
 TARGET_GAIN, ALPHA = 0.05, 0.05
 
 
@@ -37,6 +39,8 @@ def waste_rows(out: Path) -> list[dict]:
     """Generation waste of the GRPO runs, from their statistics files."""
     rows = []
     for run, label in GRPO_RUNS:
+        if run in OPTIONAL_RUNS and not (out / f"grpo_{run}" / "statistics.json").is_file():
+            continue
         s = read_json(out / f"grpo_{run}" / "statistics.json")
         rows.append({"run": label, "useful_steps": s["useful_steps"],
                      "groups": s["total_attempts"], "wasted": s["wasted_steps"],

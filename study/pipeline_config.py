@@ -24,7 +24,7 @@ from typing import Any, Callable
 import yaml
 
 from relrl.data.dataset_io import atomic_write_text
-from relrl.problems.registry import TOPICS
+from relrl.problems.registry import FAMILIES, FAMILY_SETS, TOPICS, expand_sets, select
 from relrl.rl.dynamic_sampling import INFORMATIVE_BY, SCHEMES
 from relrl.runtime.cli import UsageError
 from relrl.tools.protocol import TOOL_CHOICES
@@ -55,8 +55,24 @@ def _topics(v: str) -> str | None:
     return f"unknown topic {', '.join(unknown)} (known: {', '.join(TOPICS)})" if unknown else None
 
 
+def _families(v: str) -> str | None:
+    names = [t.strip() for t in v.split(",") if t.strip()]
+    unknown = [n for n in names if n not in FAMILIES and n not in FAMILY_SETS]
+    if not names:
+        return "must name at least one family or family set"
+    return (f"unknown family {', '.join(unknown)} (family sets: {', '.join(FAMILY_SETS)}; "
+            "families: generators/FAMILIES.md)") if unknown else None
+
+
+def _names(v: str | None) -> list[str]:
+    return [t.strip() for t in (v or "").split(",") if t.strip()]
+
+
 def _one_of(choices: tuple[str, ...]) -> Callable[[Any], str | None]:
     return lambda v: None if v is None or v in choices else f"must be one of {', '.join(choices)}"
+
+
+MODELS = ("tiny", "tiny-tool")  # the built-in models a pipeline can start from
 
 
 @dataclass(frozen=True)
@@ -118,6 +134,23 @@ class PipelineConfig:
         "none: the study's single-turn answers; calculator: screening, SFT, GRPO and evaluation "
         "declare the calculator and answer the model's calls between turns (--tools; the DPO "
         "baseline stays without)", default="none", check=_one_of(TOOL_CHOICES))
+    # The redone replication's additions (issue 30); each default leaves the pipeline as it was
+    model: str = _setting(
+        "the built-in model every stage starts from (--model): tiny, which cannot compute, or "
+        "tiny-tool, which solves its families' problems with the calculator (tools: "
+        "calculator)", default="tiny", check=_one_of(MODELS))
+    families: str | None = _setting(
+        "comma-separated families or family sets (tiny-tool) the data is drawn from "
+        "(build_dataset.py generate --families); null: every family", default=None,
+        check=_families)
+    sft_topics: str | None = _setting(
+        "the SFT warm start trains on the non-mixed questions of these topics only, so that a "
+        "forgetting check on the other topics can fail; null: every topic", default=None,
+        check=_topics)
+    plain_grpo: bool = _setting(
+        "also run exp7 as plain GRPO (--dynamic-sampling off: every generated group trains), "
+        "after exp7 and for as many groups as exp7 generated (its total_attempts), so the two "
+        "cost the same sampling", default=False)
 
     def to_yaml(self, header: str = "") -> str:
         """Every setting with its help as a comment; `load` reads it back equal."""
@@ -182,7 +215,23 @@ def load(path: str | os.PathLike) -> PipelineConfig:
     if config.retention_min_score is not None and config.retention_min_score > config.screen_samples:
         raise UsageError(f"{path}: retention_min_score {config.retention_min_score} is more than "
                          f"screen_samples {config.screen_samples}: no question could qualify")
+    _check_combination(path, config)
     return config
+
+
+def _check_combination(path: Path, config: PipelineConfig) -> None:
+    """Settings each valid alone that together leave a stage nothing to do."""
+    if config.model == "tiny-tool" and config.tools != "calculator":
+        raise UsageError(f"{path}: model tiny-tool answers through the calculator: set tools: "
+                         f"calculator (got {config.tools})")
+    topics = {f.topic for f in select(expand_sets(_names(config.families)) or None)}
+    trained = topics - set(_names(config.ood_topics))
+    if not trained:
+        raise UsageError(f"{path}: ood_topics {config.ood_topics} hold out every topic of the "
+                         "families: nothing is left to train on")
+    if config.sft_topics is not None and not set(_names(config.sft_topics)) & trained:
+        raise UsageError(f"{path}: sft_topics {config.sft_topics} name none of the trained "
+                         f"topics ({', '.join(sorted(trained))}): SFT would have no question")
 
 
 def _typed(value: Any, hint: Any, where: str) -> Any:
@@ -193,6 +242,10 @@ def _typed(value: Any, hint: Any, where: str) -> Any:
         if type(None) in allowed:
             return None
         raise UsageError(f"{where}: a value is needed here (null is not allowed)")
+    if bool in allowed:
+        if isinstance(value, bool):
+            return value
+        raise UsageError(f"{where}: expected true or false, got {value!r}")
     if int in allowed and isinstance(value, int) and not isinstance(value, bool):
         return value
     if float in allowed and not isinstance(value, bool):

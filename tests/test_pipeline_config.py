@@ -26,8 +26,11 @@ FAST = dict(n_master=100, paraphrases=1, val_frac=0.15, holdout_frac=0.2,
             grpo_warm_lr=1e-3, grpo_grad_accum=4)
 REGISTERED = dict(eval_samples=4, val_samples=4, eval_seed_offset=1000, retention_min_score=2,
                   pass_rate_scheme="predictive", informative_by="reward", tools="none")
+# issue 30's settings, at the values that leave a pipeline as it was
+V2_OFF = dict(model="tiny", families=None, sft_topics=None, plain_grpo=False)
+REGISTERED = {**REGISTERED, **V2_OFF}
 OFF = dict(eval_samples=1, val_samples=1, eval_seed_offset=0, retention_min_score=None,
-           pass_rate_scheme=None, informative_by=None, tools="none")
+           pass_rate_scheme=None, informative_by=None, tools="none", **V2_OFF)
 BUILT_IN = {"full": {**MINIATURE, **OFF}, "fast": {**FAST, **OFF},
             "replication": {**MINIATURE, "n_master": 2800, "grpo_val_every": 100, **REGISTERED},
             "replication-fast": {**FAST, **REGISTERED}}
@@ -101,6 +104,11 @@ def line_of(text, key):
     ({"pass_rate_scheme": "psychic"}, r"pass_rate_scheme: must be one of plug-in, predictive, "),
     ({"informative_by": "vibes"}, r"informative_by: must be one of correct, reward, "),
     ({"eval_samples": 0}, r"eval_samples: must be >= 1, got 0"),
+    ({"model": "gpt"}, r"model: must be one of tiny, tiny-tool, got 'gpt'"),
+    ({"families": "tiny-tool,weibul"}, r"families: unknown family weibul \(family sets: tiny-tool"),
+    ({"sft_topics": "bayes"}, r"sft_topics: unknown topic bayes \(known: "),
+    ({"plain_grpo": "yes please"}, r"plain_grpo: expected true or false, got 'yes please'"),
+    ({"plain_grpo": 1}, r"plain_grpo: expected true or false, got 1"),
 ])
 def test_a_bad_key_or_value_is_refused_naming_file_line_and_key(tmp_path, changes, message):
     text = full_text(**changes)
@@ -116,6 +124,13 @@ def test_a_bad_key_or_value_is_refused_naming_file_line_and_key(tmp_path, change
      rf":{len(full_text().splitlines()) + 1}: grpo_steps: given twice"),
     (full_text(holdout_frac=0.95), r": val_frac \+ holdout_frac must be < 1"),
     (full_text(retention_min_score=5), r": retention_min_score 5 is more than screen_samples 4"),
+    (full_text(model="tiny-tool"), r": model tiny-tool answers through the calculator: set "
+     r"tools: calculator \(got none\)"),
+    (full_text(families="duane_mtbf"), r": ood_topics growth,spares,importance hold out every "
+     r"topic of the families: nothing is left to train on"),
+    (full_text(families="tiny-tool", sft_topics="growth,spares"), r": sft_topics growth,spares "
+     r"name none of the trained topics \(availability, basic, bayesian, distributions, "
+     r"stress_strength, system_reliability\)"),
     ("- n_master\n- 100\n", r": a recipe is a mapping of settings"),
     ("", r": a recipe is a mapping of settings"),
     ("n_master: 100\n  paraphrases: [1\n", r":2: not valid YAML"),
@@ -131,6 +146,14 @@ def test_optional_settings_default_to_off_and_a_yaml_exponent_is_a_number(tmp_pa
     settings = pipeline_config.load(recipe_file(tmp_path, full_text(sft_lr="3e-4", grpo_lr=1)))
     assert settings.sft_lr == 3e-4 and settings.grpo_lr == 1.0 and isinstance(settings.grpo_lr, float)
     assert {k: getattr(settings, k) for k in OFF} == OFF
+
+
+def test_the_redone_replications_settings_read_as_typed(tmp_path):
+    settings = pipeline_config.load(recipe_file(tmp_path, full_text(
+        model="tiny-tool", tools="calculator", families="tiny-tool", ood_topics="growth",
+        sft_topics="distributions,stress_strength", plain_grpo="true")))
+    assert (settings.model, settings.families, settings.sft_topics, settings.plain_grpo) == \
+        ("tiny-tool", "tiny-tool", "distributions,stress_strength", True)
 
 
 def test_a_missing_recipe_is_refused(tmp_path):
