@@ -361,7 +361,7 @@ class Demo:
         runs = [grpo("exp7", "training/grpo_exp7_dynamic.py", *warm),
                 grpo("exp7_passrate", "training/grpo_exp7_dynamic.py", *warm,
                      "--pass-rate-sampler", *self.scheme_args()),
-                grpo("exp10", "training/grpo_exp10_nosft.py", "--learning-rate", c.grpo_lr)]
+                grpo("exp10", "training/grpo_exp10_nosft.py", *self.exp10_adapter_args())]
         # Three runs of one length: all at once ends sooner than two and then one.
         self.run_side_by_side(runs, lanes=len(runs) if self.lanes > 1 else 1)
         if c.plain_grpo:
@@ -372,6 +372,15 @@ class Demo:
             every = math.ceil(groups * c.grpo_val_every / c.grpo_steps)
             self.run(*grpo("exp7_plain", "training/grpo_exp7_dynamic.py", *warm,
                            "--dynamic-sampling", "off", steps=groups, every=every))
+
+    def exp10_adapter_args(self) -> list:
+        """exp10's learning rate, and with matched_arms the SFT adapter's shape and the warm
+        start's learning rate (read from the trained adapter, so the two cannot drift apart)."""
+        if not self.cfg.matched_arms:
+            return ["--learning-rate", self.cfg.grpo_lr]
+        shape = read_json(self.sft_adapter / "adapter_config.json")
+        return ["--lora-r", shape["r"], "--lora-alpha", shape["lora_alpha"],
+                "--learning-rate", self.cfg.grpo_warm_lr]
 
     def grpo_runs(self) -> tuple[str, ...]:
         """The GRPO runs this pipeline trains, by their folder names."""

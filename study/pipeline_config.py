@@ -151,6 +151,10 @@ class PipelineConfig:
         "also run exp7 as plain GRPO (--dynamic-sampling off: every generated group trains), "
         "after exp7 and for as many groups as exp7 generated (its total_attempts), so the two "
         "cost the same sampling", default=False)
+    matched_arms: bool = _setting(
+        "exp10's fresh adapter takes the SFT adapter's rank and alpha and the warm-started runs' "
+        "learning rate (grpo_warm_lr; --lora-r, --lora-alpha), so exp7 and exp10 differ in the "
+        "warm start alone; false: exp10 keeps its own (r 32, alpha 32, grpo_lr)", default=False)
 
     def to_yaml(self, header: str = "") -> str:
         """Every setting with its help as a comment; `load` reads it back equal."""

@@ -1,7 +1,7 @@
 """demo.py's settings for the redone replication (issue 30), checked on the commands its stages
 would run, without running a model: the model every stage starts from, the families the data is
 drawn from, SFT on some topics only (so forgetting can show on the others), and plain GRPO
-matched to exp7's sampling."""
+matched to exp7's sampling, exp10 matched to exp7 but for the warm start."""
 import json
 from dataclasses import replace
 
@@ -10,7 +10,7 @@ import pytest
 import demo
 
 V2 = dict(model="tiny-tool", tools="calculator", families="tiny-tool", ood_topics="growth",
-          sft_topics="distributions,stress_strength", plain_grpo=True)
+          sft_topics="distributions,stress_strength", plain_grpo=True, matched_arms=True)
 
 
 @pytest.fixture
@@ -29,6 +29,9 @@ def commands(tmp_path, monkeypatch):
             for i, topic in enumerate(["distributions", "basic", "stress_strength", "growth"])]
     (tmp_path / "screen" / "non_mixed.jsonl").write_text(
         "".join(json.dumps(r) + "\n" for r in rows))
+    adapter = d.sft_adapter
+    adapter.mkdir(parents=True)
+    (adapter / "adapter_config.json").write_text(json.dumps({"r": 16, "lora_alpha": 32}))
     (tmp_path / "exp7").mkdir()
     (tmp_path / "exp7" / "statistics.json").write_text(json.dumps({"total_attempts": 37,
                                                                       "useful_steps": 4}))
@@ -50,6 +53,14 @@ def test_every_stage_starts_from_the_pipelines_model_with_the_calculator(command
     for stage in ("sft", "grpo_exp7", "grpo_exp10", "grpo_exp7_passrate", "grpo_exp7_plain"):
         assert flag(stages[stage], "--model") == "tiny-tool"
         assert flag(stages[stage], "--tools") == "calculator"
+
+
+def test_matched_arms_give_exp10_the_sft_adapters_shape_and_the_warm_learning_rate(commands):
+    d, ran = commands
+    d.train()
+    exp10, exp7 = dict(ran)["grpo_exp10"], dict(ran)["grpo_exp7"]
+    assert (flag(exp10, "--lora-r"), flag(exp10, "--lora-alpha")) == ("16", "32")
+    assert flag(exp10, "--learning-rate") == flag(exp7, "--learning-rate") == str(d.cfg.grpo_warm_lr)
 
 
 def test_sft_trains_on_its_topics_non_mixed_questions_only(commands, tmp_path):

@@ -27,7 +27,8 @@ FAST = dict(n_master=100, paraphrases=1, val_frac=0.15, holdout_frac=0.2,
 REGISTERED = dict(eval_samples=4, val_samples=4, eval_seed_offset=1000, retention_min_score=2,
                   pass_rate_scheme="predictive", informative_by="reward", tools="none")
 # issue 30's settings, at the values that leave a pipeline as it was
-V2_OFF = dict(model="tiny", families=None, sft_topics=None, plain_grpo=False)
+V2_OFF = dict(model="tiny", families=None, sft_topics=None, plain_grpo=False,
+              matched_arms=False)
 REGISTERED = {**REGISTERED, **V2_OFF}
 OFF = dict(eval_samples=1, val_samples=1, eval_seed_offset=0, retention_min_score=None,
            pass_rate_scheme=None, informative_by=None, tools="none", **V2_OFF)
