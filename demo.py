@@ -41,7 +41,13 @@ from relrl.evaluation.model_results import compare_models, with_records
 from relrl.evaluation.results_io import read_result, write_result
 from relrl.evaluation.retention import select_retention
 from relrl.runtime.cli import ArgumentParser, UsageError, add_tolerance_rule_arg, positive_int, run_main
-from study import pipeline_config, replication_report, stage_inputs, stage_times
+from study import (
+    pipeline_config,
+    replication_report,
+    replication_v2_report,
+    stage_inputs,
+    stage_times,
+)
 from study.demo_report import SET_TITLES, build_report, slug, splice_results_md
 from study.pipeline_config import PipelineConfig
 
@@ -630,9 +636,11 @@ def replicate(args, seeds: list[int]) -> int:
                                    tolerance_rule=args.tolerance_rule, settings=settings),
                               args.stop_after)
     if finished:
-        pooled = replication_report.pooled_results(out, seeds)
+        # the redone design (plain GRPO beside exp7) reports its arms and the study's claims
+        reporter = replication_v2_report if settings.plain_grpo else replication_report
+        pooled = reporter.pooled_results(out, seeds)
         atomic_write_json(out / "pooled.json", pooled)
-        report = replication_report.build_report(pooled)
+        report = reporter.build_report(pooled)
         (out / "report.md").write_text(report)
         print(f"[demo] pooled report: {out / 'report.md'}")
         if seeds == CONFIRMATORY_SEEDS and config == "replication" \

@@ -42,6 +42,7 @@ RETENTION_MODELS = ("SFT warm start", "GRPO exp7 best", "GRPO exp10 best")
 GUESS_SETS = ("heldout", "retention", "holdout", "ood", "train")
 GUESS_MODELS = ("base", "SFT warm start", "GRPO exp7 best", "GRPO exp7 final", "GRPO exp10 best")
 SAMPLER_RUNS = (("exp7", "uniform draws"), ("exp7_passrate", "pass-rate sampler"))
+GRPO_RUNS = ("exp7", "exp10", "exp7_passrate")
 N_BOOT = 10_000
 
 
@@ -53,21 +54,25 @@ def seed_dirs(root: Path, seeds: list[int]) -> dict[int, Path]:
     return {seed: root / f"seed-{seed}" for seed in seeds}
 
 
-def records(seed_dir: Path, set_name: str, model: str) -> list[dict]:
-    """One model's per-question records on one set; "base" from any of the set's pair files
-    (they share one base run)."""
+def records(seed_dir: Path, set_name: str, model: str, keep=None) -> list[dict]:
+    """One model's per-question records on one set, those `keep(record)` accepts when given;
+    "base" from any of the set's pair files (they share one base run)."""
     folder = seed_dir / "eval" / set_name
     if model == "base":
-        return read_result(next(iter(sorted(folder.glob("*.json")))))["base"]["results"]
-    return read_result(folder / f"{slug(model)}.json")["finetuned"]["results"]
+        recs = read_result(next(iter(sorted(folder.glob("*.json")))))["base"]["results"]
+    else:
+        recs = read_result(folder / f"{slug(model)}.json")["finetuned"]["results"]
+    return recs if keep is None else [r for r in recs if keep(r)]
 
 
-def comparison(dirs: dict[int, Path], set_name: str, model: str, against: str) -> dict:
-    """Per seed and pooled group-level comparison of `model` against `against`."""
+def comparison(dirs: dict[int, Path], set_name: str, model: str, against: str,
+               keep=None) -> dict:
+    """Per seed and pooled group-level comparison of `model` against `against`, on the
+    questions `keep(record)` accepts when given (a stratum of the set)."""
     per_seed, pooled = {}, []
     for seed, folder in dirs.items():
-        diffs = group_differences(records(folder, set_name, against),
-                                  records(folder, set_name, model), stratum=str(seed))
+        diffs = group_differences(records(folder, set_name, against, keep),
+                                  records(folder, set_name, model, keep), stratum=str(seed))
         per_seed[str(seed)] = compare_groups(diffs, n_boot=N_BOOT, seed=seed)
         pooled += diffs
     out = compare_groups(pooled, n_boot=N_BOOT, seed=0)
@@ -122,11 +127,11 @@ def best_step_stability(history: list[dict], best_step, n_boot: int = 2_000, see
     return float(np.mean(chosen == steps.index(best_step)))
 
 
-def best_steps(dirs: dict[int, Path]) -> dict:
+def best_steps(dirs: dict[int, Path], runs: tuple[str, ...] = GRPO_RUNS) -> dict:
     """The step validation chose as best, per run and seed, and how often a resample of the
     validation groups would have chosen it (is the choice stable?)."""
     out = {}
-    for run in ("exp7", "exp10", "exp7_passrate"):
+    for run in runs:
         out[run] = {}
         for seed, folder in dirs.items():
             stats = read_json(folder / f"grpo_{run}" / "statistics.json")
@@ -136,21 +141,24 @@ def best_steps(dirs: dict[int, Path]) -> dict:
     return out
 
 
-def pooled_results(root: Path, seeds: list[int]) -> dict:
+def pooled_results(root: Path, seeds: list[int], secondary_specs=SECONDARY,
+                   runs: tuple[str, ...] = GRPO_RUNS, models: tuple[str, ...] = GUESS_MODELS) -> dict:
+    """Every pooled number of the report; the redone replication (study.replication_v2_report)
+    adds its arms' comparisons and runs."""
     dirs = seed_dirs(root, seeds)
     primary = comparison(dirs, *PRIMARY)
     p = primary["pooled"]
     primary["goal_met"] = bool(p["delta"] >= TARGET_GAIN and p["p"] < PRIMARY_ALPHA and
                                all(s["delta"] > 0 for s in primary["per_seed"].values()))
-    secondary = [comparison(dirs, *spec) for spec in SECONDARY]
+    secondary = [comparison(dirs, *spec) for spec in secondary_specs]
     for row, adjusted in zip(secondary, holm([s["pooled"]["p"] for s in secondary])):
         row["pooled"]["p_holm"] = adjusted
     retention = {"base": _accuracy(dirs, "retention", "base")}
     retention.update({m: _accuracy(dirs, "retention", m) for m in RETENTION_MODELS})
     return {"seeds": seeds, "primary_alpha": PRIMARY_ALPHA, "secondary_alpha": SECONDARY_ALPHA,
             "primary": primary, "secondary": secondary, "retention_accuracy": retention,
-            "waste": waste(dirs), "best_steps": best_steps(dirs), "run_time": run_time(dirs),
-            "guess_baselines": guess_baselines(dirs), "at_k": at_k(dirs)}
+            "waste": waste(dirs), "best_steps": best_steps(dirs, runs), "run_time": run_time(dirs),
+            "guess_baselines": guess_baselines(dirs, models), "at_k": at_k(dirs, models)}
 
 
 def records_if_any(seed_dir: Path, set_name: str, model: str) -> list[dict] | None:
@@ -165,7 +173,7 @@ def records_if_any(seed_dir: Path, set_name: str, model: str) -> list[dict] | No
         return None
 
 
-def at_k(dirs: dict[int, Path]) -> dict:
+def at_k(dirs: dict[int, Path], models: tuple[str, ...] = GUESS_MODELS) -> dict:
     """Per set evaluated at every seed and per model: mean@k and pass@K pooled over seeds, each
     seed's paraphrase groups resampled within that seed (study.at_k); None for a model whose
     records some seed lacks."""
@@ -174,7 +182,7 @@ def at_k(dirs: dict[int, Path]) -> dict:
         if not all((d / "eval" / set_name).is_dir() for d in dirs.values()):
             continue
         out[set_name] = {}
-        for model in GUESS_MODELS:
+        for model in models:
             per_seed = {seed: records_if_any(d, set_name, model) for seed, d in dirs.items()}
             if not all(per_seed.values()):
                 out[set_name][model] = None
@@ -213,7 +221,7 @@ def _accuracy(dirs: dict[int, Path], set_name: str, model: str) -> dict:
     return {"groups": len(scores), "accuracy": sum(scores) / len(scores)}
 
 
-def guess_baselines(dirs: dict[int, Path]) -> dict:
+def guess_baselines(dirs: dict[int, Path], models: tuple[str, ...] = GUESS_MODELS) -> dict:
     """Per set whose result files recorded guess baselines at every seed: each guess's pooled
     group-level accuracy (each seed's guesses, fitted on its own training rows, graded on its
     own questions), the best guess, and each model's margin over it (group level, pooled)."""
@@ -238,7 +246,7 @@ def guess_baselines(dirs: dict[int, Path]) -> dict:
         rule = next(iter(blocks.values()))["tolerance_rule"]
         out[set_name] = {"accuracy": accuracy, "best": best, "rule": rule,
                          "margins": {m: _accuracy(dirs, set_name, m)["accuracy"] - accuracy[best]
-                                     for m in GUESS_MODELS}}
+                                     for m in models}}
     return out
 
 
@@ -258,16 +266,17 @@ def guess_table(guesses: dict) -> list[str]:
     """The best guess per set and each model's margin over it (empty without baselines)."""
     if not guesses:
         return []
+    models = list(next(iter(guesses.values()))["margins"])
     lines = ["", "## Guess baselines (group level, pooled)", "",
              "Answers that read no question: one constant, each family's usual answer (both "
              "fitted on each seed's training rows), and the question's last number, graded by "
              "the same rule. Margin: the model's accuracy minus the best guess's, in points.", "",
-             "| Set | Best guess | Its accuracy | " + " | ".join(GUESS_MODELS) + " |",
-             "|---|---|---|" + "---|" * len(GUESS_MODELS)]
+             "| Set | Best guess | Its accuracy | " + " | ".join(models) + " |",
+             "|---|---|---|" + "---|" * len(models)]
     for set_name, g in guesses.items():
         lines.append(f"| {set_name} | {g['best']} ({g['rule']} rule) | "
                      f"{_pct(g['accuracy'][g['best']])} | "
-                     + " | ".join(_pts(g["margins"][m]) for m in GUESS_MODELS) + " |")
+                     + " | ".join(_pts(g["margins"][m]) for m in models) + " |")
     return lines
 
 
@@ -290,11 +299,11 @@ def at_k_table(by_set: dict) -> list[str]:
                     "the accuracies above, so mean@k can differ from them."]
 
 
-def build_report(pooled: dict) -> str:
+def build_report(pooled: dict, title: str | None = None) -> str:
     pr = pooled["primary"]
     p = pr["pooled"]
     seeds = ", ".join(map(str, pooled["seeds"]))
-    lines = ["# Miniature study, replicated (seeds " + seeds + ")", "",
+    lines = [f"# {title or f'Miniature study, replicated (seeds {seeds})'}", "",
              "Every number below is computed from the JSON files in the seed folders "
              "(`study/replication_report.py`); all tests are paired and over paraphrase groups: "
              "exact sign-flip p, 95% stratified cluster-bootstrap interval.", "",
