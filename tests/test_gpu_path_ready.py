@@ -126,6 +126,33 @@ def test_auto_reads_the_gpu_and_what_the_trainer_holds(monkeypatch):
     assert not models.vllm_sleep("off", model, 0.9, 4, 3072)
 
 
+
+def test_tools_add_their_declaration_and_inserted_turns_to_the_estimate(monkeypatch):
+    _, tokenizer = load_builtin("tiny-random")
+    assert models.tool_context_tokens(tokenizer, "none", 4) == 0
+    one, four = (models.tool_context_tokens(tokenizer, "calculator", k) for k in (1, 4))
+    turn = four - one  # three more inserted turns
+    assert turn > 0 and turn % 3 == 0 and one > turn // 3  # the declaration is the rest of `one`
+    with_tools = len(tokenizer(build_prompt(tokenizer, "q", tools="calculator"))["input_ids"])
+    without = len(tokenizer(build_prompt(tokenizer, "q"))["input_ids"])
+    assert one - turn // 3 == with_tools - without
+    # the trainer's activations grow with the inserted tokens
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda index: types.SimpleNamespace(total_memory=80 * GB))
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *a: 0)
+    peaks = []
+    monkeypatch.setattr(models, "sleep_needed", lambda mode, **k: peaks.append(k["trainer_peak"]))
+    model, _ = load_builtin("tiny-random")
+    models.vllm_sleep("auto", model, 0.35, 4, 100)
+    models.vllm_sleep("auto", model, 0.35, 4, 100, extra_tokens=four)
+    config = model.config
+    per_token = 2 * (config.num_hidden_layers * config.hidden_size + 4 * config.hidden_size
+                     + 3 * config.intermediate_size)
+    assert peaks[1] - peaks[0] == 4 * four * per_token
+
+
 def test_on_and_off_are_obeyed_and_the_cpu_never_sleeps():
     args = dict(total=80 * GB, vllm_share=0.35, trainer_peak=GB)
     assert models.sleep_needed("on", cuda=True, **args)

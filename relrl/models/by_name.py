@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from relrl import engines
+from relrl.data.prompting import build_prompt, tool_turn_text
 from relrl.engines import DEFAULT_VLLM_MEMORY, SLEEP_MODES, Engine
 from relrl.engines import vllm as vllm_engine
 from relrl.modeling.loading import (
@@ -102,6 +103,7 @@ def make_engine(name: str, model, tokenizer, *, source: str | None = None, seed:
 # --vllm-sleep auto: the memory arithmetic (docs/engines.md, "GPU memory, sleep mode and batch mode")
 SAFE_SHARE = 0.9  # of the GPU: CUDA contexts, NCCL buffers and fragmentation take the rest
 PROMPT_TOKENS = 512  # a system prompt and one question: a few hundred tokens
+ANSWER_CHARS = 64  # a tool's answer: a number to 17 digits, or a one-line error
 
 
 def update_peak_bytes(held: int, adapter: int, layers: int, hidden: int, intermediate: int,
@@ -124,13 +126,29 @@ def sleep_needed(mode: str, *, cuda: bool, total: int, vllm_share: float,
     return mode == "on" or vllm_share * total + trainer_peak > SAFE_SHARE * total
 
 
-def vllm_sleep(mode: str, model, vllm_share: float, micro_batch: int, max_new_tokens: int) -> bool:
-    """sleep_needed for `model` (loaded, adapter attached) on this process's GPU."""
+def tool_context_tokens(tokenizer, tools: str, max_tool_calls: int) -> int:
+    """Tokens a sequence holds besides the prompt and the model's own when tools are on: the
+    tools' declaration in the system turn, and per call the turn the engine inserts (the
+    answer, ANSWER_CHARS long, and the new assistant prefix), counted with this tokenizer."""
+    if tools == "none":
+        return 0
+
+    def count(text: str) -> int:
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    declaration = count(build_prompt(tokenizer, "q", tools=tools)) - count(build_prompt(tokenizer, "q"))
+    return declaration + max_tool_calls * count(tool_turn_text(tokenizer, ["0" * ANSWER_CHARS]))
+
+
+def vllm_sleep(mode: str, model, vllm_share: float, micro_batch: int, max_new_tokens: int,
+               extra_tokens: int = 0) -> bool:
+    """sleep_needed for `model` (loaded, adapter attached) on this process's GPU; a sequence is
+    the prompt, `max_new_tokens` and `extra_tokens` (tool_context_tokens)."""
     cuda = torch.cuda.is_available()
     if not cuda or mode != "auto":
         return sleep_needed(mode, cuda=cuda, total=0, vllm_share=vllm_share, trainer_peak=0)
     config = model.config
-    tokens = micro_batch * (max_new_tokens + PROMPT_TOKENS)
+    tokens = micro_batch * (max_new_tokens + PROMPT_TOKENS + extra_tokens)
     peak = update_peak_bytes(torch.cuda.memory_allocated(), vllm_engine.adapter_bytes(model),
                              config.num_hidden_layers, config.hidden_size,
                              getattr(config, "intermediate_size", 4 * config.hidden_size), tokens)

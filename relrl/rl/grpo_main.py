@@ -12,7 +12,7 @@ from relrl.data.dataset_io import load_dataset, questions_fingerprint
 from relrl.engines import require_vllm
 from relrl.grading.rewards import RewardFn
 from relrl.modeling.loading import attach_lora, check_adapter_dir, check_model_source, load_adapter
-from relrl.models.by_name import load_model, make_engine, vllm_sleep
+from relrl.models.by_name import load_model, make_engine, tool_context_tokens, vllm_sleep
 from relrl.rl.grpo_config import GRPOConfig
 from relrl.rl.grpo_trainer import LOG_FILE, STATS_FILE, GRPOTrainer
 from relrl.rl.health import UNHEALTHY_EXIT
@@ -124,7 +124,8 @@ def main(variant: str, argv=None, *, reward_fn: RewardFn | None = None) -> int:
               f"{cfg.max_useful_steps} useful steps{ranks}, fingerprint {fingerprint}", flush=True)
     try:
         sleep = vllm_sleep(cfg.vllm_sleep, model, cfg.vllm_gpu_memory_utilization,
-                           cfg.train_micro_batch, cfg.max_new_tokens)
+                           cfg.train_micro_batch, cfg.max_new_tokens,
+                           tool_context_tokens(tokenizer, cfg.tools, cfg.max_tool_calls))
         with make_engine(cfg.rollout_engine, model, tokenizer, source=cfg.model, seed=cfg.seed,
                          max_new_tokens=cfg.max_new_tokens, sleep=sleep,
                          gpu_memory_utilization=cfg.vllm_gpu_memory_utilization) as engine:
