@@ -316,19 +316,26 @@ class Demo:
         self.say(f"retention: {len(rows)} questions in {len({r['group'] for r in rows})} groups")
 
     def sft_dataset(self) -> Path:
-        """The SFT warm start's questions: screening's non-mixed ones, of sft_topics only when
-        set (data/sft_non_mixed.jsonl), so the topics SFT never saw can show forgetting."""
-        non_mixed = self.work / "screen" / "non_mixed.jsonl"
-        if self.cfg.sft_topics is None:
+        """The SFT warm start's questions: screening's non-mixed ones; of sft_topics only when
+        set, so the topics SFT never saw can show forgetting; without their calculator
+        expressions with sft_form prose, so SFT trains on the written-out worked solutions
+        (data/sft_non_mixed.jsonl when either applies)."""
+        c, non_mixed = self.cfg, self.work / "screen" / "non_mixed.jsonl"
+        if c.sft_topics is None and c.sft_form == "tool":
             return non_mixed
-        topics = {t.strip() for t in self.cfg.sft_topics.split(",")}
-        rows = [r for r in load_dataset(non_mixed) if r.get("topic") in topics]
-        if not rows:
-            raise SystemExit(f"[demo] sft: no non-mixed question of sft_topics "
-                             f"{self.cfg.sft_topics} in {_shown(non_mixed)}")
+        rows = load_dataset(non_mixed)
+        if c.sft_topics is not None:
+            topics = {t.strip() for t in c.sft_topics.split(",")}
+            rows = [r for r in rows if r.get("topic") in topics]
+            if not rows:
+                raise SystemExit(f"[demo] sft: no non-mixed question of sft_topics "
+                                 f"{c.sft_topics} in {_shown(non_mixed)}")
+        if c.sft_form == "prose":
+            rows = [{k: v for k, v in r.items() if k != "expression"} for r in rows]
         out = self.work / "data" / "sft_non_mixed.jsonl"
         atomic_write_jsonl(out, rows)
-        self.say(f"sft: {len(rows)} non-mixed questions of {self.cfg.sft_topics}")
+        self.say(f"sft: {len(rows)} non-mixed questions of {c.sft_topics or 'every topic'}, "
+                 f"{c.sft_form} solutions")
         return out
 
     @property

@@ -73,6 +73,7 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[Any], str | None]:
 
 
 MODELS = ("tiny", "tiny-tool")  # the built-in models a pipeline can start from
+SFT_FORMS = ("tool", "prose")
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,11 @@ class PipelineConfig:
         "the SFT warm start trains on the non-mixed questions of these topics only, so that a "
         "forgetting check on the other topics can fail; null: every topic", default=None,
         check=_topics)
+    sft_form: str = _setting(
+        "the SFT warm start's worked solutions with tools on: tool (the calculator call the "
+        "model was built on) or prose (the generator's written-out arithmetic, under the same "
+        "prompt: data unlike what tiny-tool knows, as the study's SFT data was unlike Qwen3's)",
+        default="tool", check=_one_of(SFT_FORMS))
     plain_grpo: bool = _setting(
         "also run exp7 as plain GRPO (--dynamic-sampling off: every generated group trains), "
         "after exp7 and for as many groups as exp7 generated (its total_attempts), so the two "
@@ -225,6 +231,9 @@ def load(path: str | os.PathLike) -> PipelineConfig:
 
 def _check_combination(path: Path, config: PipelineConfig) -> None:
     """Settings each valid alone that together leave a stage nothing to do."""
+    if config.sft_form == "prose" and config.tools == "none":
+        raise UsageError(f"{path}: sft_form prose is the worked solutions without the calculator "
+                         "when tools are on; with tools: none every SFT solution is prose already")
     if config.model == "tiny-tool" and config.tools != "calculator":
         raise UsageError(f"{path}: model tiny-tool answers through the calculator: set tools: "
                          f"calculator (got {config.tools})")

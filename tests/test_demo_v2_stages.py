@@ -25,7 +25,7 @@ def commands(tmp_path, monkeypatch):
                   settings=replace(demo.recipe("fast"), **V2))
     (tmp_path / "data").mkdir()
     (tmp_path / "screen").mkdir()
-    rows = [{"id": f"q{i}", "topic": topic, "question": "?", "answer": "1"}
+    rows = [{"id": f"q{i}", "topic": topic, "question": "?", "answer": "1", "expression": "1"}
             for i, topic in enumerate(["distributions", "basic", "stress_strength", "growth"])]
     (tmp_path / "screen" / "non_mixed.jsonl").write_text(
         "".join(json.dumps(r) + "\n" for r in rows))
@@ -70,6 +70,15 @@ def test_sft_trains_on_its_topics_non_mixed_questions_only(commands, tmp_path):
     assert flag(sft, "--dataset") == str(tmp_path / "data" / "sft_non_mixed.jsonl")
     kept = [json.loads(line) for line in (tmp_path / "data" / "sft_non_mixed.jsonl").open()]
     assert [r["id"] for r in kept] == ["q0", "q2"]
+    assert all(r["expression"] == "1" for r in kept)  # tool form: the calculator solutions
+
+
+def test_prose_sft_trains_on_the_written_out_solutions(commands, tmp_path):
+    d, ran = commands
+    d.cfg = replace(d.cfg, sft_form="prose")
+    d.train()
+    kept = [json.loads(line) for line in (tmp_path / "data" / "sft_non_mixed.jsonl").open()]
+    assert [r["id"] for r in kept] == ["q0", "q2"] and not any("expression" in r for r in kept)
 
 
 def test_plain_grpo_generates_as_many_groups_as_exp7_and_validates_as_often(commands):

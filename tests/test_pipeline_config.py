@@ -27,7 +27,7 @@ FAST = dict(n_master=100, paraphrases=1, val_frac=0.15, holdout_frac=0.2,
 REGISTERED = dict(eval_samples=4, val_samples=4, eval_seed_offset=1000, retention_min_score=2,
                   pass_rate_scheme="predictive", informative_by="reward", tools="none")
 # issue 30's settings, at the values that leave a pipeline as it was
-V2_OFF = dict(model="tiny", families=None, sft_topics=None, plain_grpo=False,
+V2_OFF = dict(model="tiny", families=None, sft_topics=None, sft_form="tool", plain_grpo=False,
               matched_arms=False)
 REGISTERED = {**REGISTERED, **V2_OFF}
 OFF = dict(eval_samples=1, val_samples=1, eval_seed_offset=0, retention_min_score=None,
@@ -108,6 +108,7 @@ def line_of(text, key):
     ({"model": "gpt"}, r"model: must be one of tiny, tiny-tool, got 'gpt'"),
     ({"families": "tiny-tool,weibul"}, r"families: unknown family weibul \(family sets: tiny-tool"),
     ({"sft_topics": "bayes"}, r"sft_topics: unknown topic bayes \(known: "),
+    ({"sft_form": "poetry"}, r"sft_form: must be one of tool, prose, got 'poetry'"),
     ({"plain_grpo": "yes please"}, r"plain_grpo: expected true or false, got 'yes please'"),
     ({"plain_grpo": 1}, r"plain_grpo: expected true or false, got 1"),
 ])
@@ -132,6 +133,8 @@ def test_a_bad_key_or_value_is_refused_naming_file_line_and_key(tmp_path, change
     (full_text(families="tiny-tool", sft_topics="growth,spares"), r": sft_topics growth,spares "
      r"name none of the trained topics \(availability, basic, bayesian, distributions, "
      r"stress_strength, system_reliability\)"),
+    (full_text(sft_form="prose"), r": sft_form prose is the worked solutions without the "
+     r"calculator when tools are on"),
     ("- n_master\n- 100\n", r": a recipe is a mapping of settings"),
     ("", r": a recipe is a mapping of settings"),
     ("n_master: 100\n  paraphrases: [1\n", r":2: not valid YAML"),
