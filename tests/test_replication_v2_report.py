@@ -79,9 +79,12 @@ def test_the_redone_designs_numbers_and_verdicts(root):
     assert p["guess_margin"] == pytest.approx(0.75 - 0.25) and p["v2_goal_met"]
     assert "above the best guess baseline on the held-out mixed-style questions (its margin: " \
            "+50.0 points): **met**" in report
-    high, rest = pooled["primary_by_stratum"]["high_range"], pooled["primary_by_stratum"]["rest_range"]
+    exp7 = pooled["by_target_range"]["GRPO exp7 best"]
+    high, rest = exp7["high_range"], exp7["rest_range"]
     assert high["groups"] == rest["groups"] == 4 and high["p"] == pytest.approx(2 / 16)
-    assert "| in [0.85, 1) | 4 | 25.0% | 75.0% | +50.0 |" in report
+    assert "| GRPO exp7 best | in [0.85, 1) | 4 | 25.0% | 75.0% | +50.0 |" in report
+    final = pooled["by_target_range"]["GRPO exp7 final"]["rest_range"]
+    assert final["delta"] == pytest.approx(0.25) and set(pooled["by_target_range"]) == set(v2.MODELS[1:])
     # SFT forgets on the topics it did not train on, all of it, and nowhere else
     other, own = pooled["forgetting"]["other_topics"], pooled["forgetting"]["sft_topics"]
     assert other["SFT warm start"]["delta"] == pytest.approx(-1.0)
