@@ -7,9 +7,9 @@
 #      (recipes/grpo_exp10[_gspo|_cispo].yaml: its clip ranges and aggregation), reward and
 #      validation under the complement rule; two optimiser steps per batch (--num-iterations 2)
 #      so the importance ratio departs from 1 and the objectives differ in more than aggregation
-#   3. the holdout: the base once per seed (evaluate_single.py), then each loss's best checkpoint
-#      paired with it (evaluate_finetuned_only.py), 4 samples a question, the paired tests,
-#      beside the guess baselines of the train split
+#   3. the holdout, 4 samples a question: the first loss's best checkpoint paired with the base
+#      (evaluate_single.py), the others with that base (evaluate_finetuned_only.py); the paired
+#      tests, beside the guess baselines of the train split
 #
 #   bash benchmarks/tool_grpo.sh [SEED] [LOSS]     # SEED 0, 1 or >= 100; LOSS grpo|gspo|cispo
 # Run the losses one after another (they share the seed's data and base evaluation).
@@ -45,14 +45,18 @@ $PY training/grpo_exp10_nosft.py --config "$RECIPE" --resume "${COMMON[@]}" \
     --num-iterations 2 --learning-rate 2e-3 --sampling-mode batch \
     --gen-batch 16 --gen-micro-batch 64 --output-dir "$WORK/$LOSS"
 
-# the base is sampled once per seed (base_holdout.json) and every loss is paired with it
-if [[ ! -f $WORK/base_holdout.json ]]; then
-    $PY evaluation/evaluate_single.py "${COMMON[@]}" --dataset "$WORK/data/holdout.jsonl" \
-        --samples 4 --seed $((SEED + 1000)) --micro-batch 64 --label "tiny-tool" \
-        --output "$WORK/base_holdout.json"
+# The base is sampled once per seed: the first loss evaluated pairs it with its best checkpoint
+# (evaluate_single.py) and leaves that pair as base_holdout.json; the others pair with its base
+# (evaluate_finetuned_only.py --base-results).
+BASE=$WORK/base_holdout.json
+EVAL=("${COMMON[@]}" --dataset "$WORK/data/holdout.jsonl" --adapter "$WORK/$LOSS/best"
+      --samples 4 --seed $((SEED + 1000)) --micro-batch 64 --baseline-train "$WORK/data/train.jsonl"
+      --label "tiny-tool + GRPO ($LOSS, calculator)" --output "$OUT/eval_holdout.json")
+if [[ -f $BASE ]]; then
+    $PY evaluation/evaluate_finetuned_only.py --base-results "$BASE" "${EVAL[@]}"
+else
+    $PY evaluation/evaluate_single.py "${EVAL[@]}"
+    cp "$OUT/eval_holdout.records.json.gz" "$WORK/base_holdout.records.json.gz"
+    cp "$OUT/eval_holdout.json" "$BASE"  # the summary last, as write_result writes them
 fi
-$PY evaluation/evaluate_finetuned_only.py "${COMMON[@]}" --dataset "$WORK/data/holdout.jsonl" \
-    --base-results "$WORK/base_holdout.json" --adapter "$WORK/$LOSS/best" --samples 4 \
-    --seed $((SEED + 1000)) --micro-batch 64 --baseline-train "$WORK/data/train.jsonl" \
-    --label "tiny-tool + GRPO ($LOSS, calculator)" --output "$OUT/eval_holdout.json"
 cp "$WORK/$LOSS/statistics.json" "$WORK/$LOSS/train_log.jsonl" "$OUT/"
