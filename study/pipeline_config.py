@@ -47,8 +47,13 @@ def _positive(v: float) -> str | None:
     return None if v > 0 else "must be > 0"
 
 
+def _names(v: str | None) -> list[str]:
+    """The names of a comma-separated setting."""
+    return [t.strip() for t in (v or "").split(",") if t.strip()]
+
+
 def _topics(v: str) -> str | None:
-    names = [t.strip() for t in v.split(",") if t.strip()]
+    names = _names(v)
     unknown = [t for t in names if t not in TOPICS]
     if not names:
         return "must name at least one topic"
@@ -56,16 +61,12 @@ def _topics(v: str) -> str | None:
 
 
 def _families(v: str) -> str | None:
-    names = [t.strip() for t in v.split(",") if t.strip()]
+    names = _names(v)
     unknown = [n for n in names if n not in FAMILIES and n not in FAMILY_SETS]
     if not names:
         return "must name at least one family or family set"
     return (f"unknown family {', '.join(unknown)} (family sets: {', '.join(FAMILY_SETS)}; "
             "families: generators/FAMILIES.md)") if unknown else None
-
-
-def _names(v: str | None) -> list[str]:
-    return [t.strip() for t in (v or "").split(",") if t.strip()]
 
 
 def _one_of(choices: tuple[str, ...]) -> Callable[[Any], str | None]:
