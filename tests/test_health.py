@@ -46,7 +46,8 @@ def test_no_committed_study_log_would_have_tripped_the_defaults():
 def test_tiny_tool_runs_warned_of_zero_signal_groups_and_never_stopped():
     """tiny-tool solves most unscreened questions, so 83-85% of its groups were all right or
     all wrong: the check warned, as the runs' statistics record, and none came near a stop."""
-    assert len(TOOL_LOGS) == 3  # grpo, gspo, cispo at seed 100
+    assert {log.parent.name for log in TOOL_LOGS} >= {
+        "grpo-seed100", "gspo-seed100", "cispo-seed100", "grpo-seed101"}
     for log in TOOL_LOGS:
         check = HealthCheck()
         for r in rounds_from_log([json.loads(x) for x in log.read_text().splitlines()]):
