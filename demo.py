@@ -40,7 +40,14 @@ from relrl.evaluation.guess_baselines import rescore, with_baselines
 from relrl.evaluation.model_results import compare_models, with_records
 from relrl.evaluation.results_io import read_result, write_result
 from relrl.evaluation.retention import select_retention
-from relrl.runtime.cli import ArgumentParser, UsageError, add_tolerance_rule_arg, positive_int, run_main
+from relrl.runtime.cli import (
+    ArgumentParser,
+    UsageError,
+    add_tolerance_rule_arg,
+    positive_int,
+    run_main,
+    seed_list,
+)
 from study import (
     pipeline_config,
     replication_report,
@@ -303,7 +310,8 @@ class Demo:
             self.retention_set()
 
     def retention_set(self) -> None:
-        """data/retention.jsonl: holdout questions the base screened right often (relrl.evaluation.retention)."""
+        """data/retention.jsonl: holdout questions the base screened right often
+        (relrl.evaluation.retention)."""
         d, screened = self.work / "data", self.work / "screen_holdout"
         rows = select_retention(load_dataset(d / "holdout.jsonl"),
                                 [*load_dataset(screened / "mixed.jsonl"),
@@ -325,7 +333,7 @@ class Demo:
             return non_mixed
         rows = load_dataset(non_mixed)
         if c.sft_topics is not None:
-            topics = {t.strip() for t in c.sft_topics.split(",")}
+            topics = set(pipeline_config.names(c.sft_topics))
             rows = [r for r in rows if r.get("topic") in topics]
             if not rows:
                 raise SystemExit(f"[demo] sft: no non-mixed question of sft_topics "
@@ -541,9 +549,10 @@ def parse_args(argv=None):
                         "instead of recipes/demo/full.yaml, or replication.yaml with --seeds; "
                         "default folders runs/ and results/demo[-replication]-recipe-<name>")
     parser.add_argument("--seed", type=int, default=None, help="one seed for every stage (0)")
-    parser.add_argument("--seeds", default=None, help="the replicated study: comma-separated "
-                        "seeds, each run as the miniature's stages into <results>/seed-N/, then "
-                        "a pooled report (default folders runs/ and results/demo-replication)")
+    parser.add_argument("--seeds", type=seed_list("--seeds"), default=None,
+                        help="the replicated study: comma-separated seeds, each run as the "
+                        "miniature's stages into <results>/seed-N/, then a pooled report "
+                        "(default folders runs/ and results/demo-replication)")
     parser.add_argument("--work-dir", default=None,
                         help="datasets, adapters, checkpoints and pipeline.yaml (default "
                         "runs/demo[-fast][-complement])")
@@ -594,16 +603,6 @@ def folder_suffix(args, name: str, replicated: bool) -> str:
     own = {"replication": "", "replication-fast": "-fast"} if replicated else \
         {"full": "", "fast": "-fast"}
     return own.get(name, f"-recipe-{Path(name).stem}") + rule
-
-
-def parse_seeds(text: str) -> list[int]:
-    try:
-        seeds = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise UsageError(f"--seeds: expected comma-separated integers such as 2,3,4, got {text!r}") from None
-    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
-        raise UsageError(f"--seeds: need distinct seeds >= 0, got {text!r}")
-    return seeds
 
 
 def run_stages(demo: Demo, stop_after: str | None) -> bool:
@@ -662,7 +661,7 @@ def main(argv=None) -> int:
     if args.seeds is not None:
         if args.seed is not None:
             raise UsageError("--seed and --seeds: give one of them")
-        return replicate(args, parse_seeds(args.seeds))
+        return replicate(args, args.seeds)
     args.seed = 0 if args.seed is None else args.seed
     config, settings = pipeline(args, replicated=False)
     suffix = folder_suffix(args, config, replicated=False)

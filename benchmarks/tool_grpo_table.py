@@ -15,7 +15,6 @@ seeds (a seed's data and training run are its own: its groups are a stratum of t
 """
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 from pathlib import Path
@@ -23,20 +22,10 @@ from pathlib import Path
 from relrl.evaluation.clustered_stats import compare_groups, group_differences
 from relrl.evaluation.results_io import pair_accuracies, read_result
 from relrl.rl.grpo_metrics import trainer_seconds
-from relrl.runtime.cli import ArgumentParser, UsageError, run_main
+from relrl.runtime.cli import ArgumentParser, UsageError, run_main, seed_list
 
 ROOT = Path(__file__).resolve().parent.parent
 LOSSES = ("grpo", "gspo", "cispo")
-
-
-def seed_list(text: str) -> list[int]:
-    try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if not seeds or len(set(seeds)) < len(seeds):
-        raise argparse.ArgumentTypeError(f"name each seed once, got {text!r}")
-    return seeds
 
 
 def mean_of(records: list[dict], key: str) -> float | None:
@@ -128,7 +117,7 @@ def table(rows: list[dict]) -> str:
 
 def main() -> None:
     parser = ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=seed_list, default=[100],
+    parser.add_argument("--seeds", type=seed_list("--seeds"), default=[100],
                         help="comma-separated development seeds (default 100)")
     parser.add_argument("--results", default=str(ROOT / "results" / "tiny-tool"))
 

@@ -47,23 +47,23 @@ def _positive(v: float) -> str | None:
     return None if v > 0 else "must be > 0"
 
 
-def _names(v: str | None) -> list[str]:
+def names(v: str | None) -> list[str]:
     """The names of a comma-separated setting."""
     return [t.strip() for t in (v or "").split(",") if t.strip()]
 
 
 def _topics(v: str) -> str | None:
-    names = _names(v)
-    unknown = [t for t in names if t not in TOPICS]
-    if not names:
+    given = names(v)
+    unknown = [t for t in given if t not in TOPICS]
+    if not given:
         return "must name at least one topic"
     return f"unknown topic {', '.join(unknown)} (known: {', '.join(TOPICS)})" if unknown else None
 
 
 def _families(v: str) -> str | None:
-    names = _names(v)
-    unknown = [n for n in names if n not in FAMILIES and n not in FAMILY_SETS]
-    if not names:
+    given = names(v)
+    unknown = [n for n in given if n not in FAMILIES and n not in FAMILY_SETS]
+    if not given:
         return "must name at least one family or family set"
     return (f"unknown family {', '.join(unknown)} (family sets: {', '.join(FAMILY_SETS)}; "
             "families: generators/FAMILIES.md)") if unknown else None
@@ -238,12 +238,12 @@ def _check_combination(path: Path, config: PipelineConfig) -> None:
     if config.model == "tiny-tool" and config.tools != "calculator":
         raise UsageError(f"{path}: model tiny-tool answers through the calculator: set tools: "
                          f"calculator (got {config.tools})")
-    topics = {f.topic for f in select(expand_sets(_names(config.families)) or None)}
-    trained = topics - set(_names(config.ood_topics))
+    topics = {f.topic for f in select(expand_sets(names(config.families)) or None)}
+    trained = topics - set(names(config.ood_topics))
     if not trained:
         raise UsageError(f"{path}: ood_topics {config.ood_topics} hold out every topic of the "
                          "families: nothing is left to train on")
-    if config.sft_topics is not None and not set(_names(config.sft_topics)) & trained:
+    if config.sft_topics is not None and not set(names(config.sft_topics)) & trained:
         raise UsageError(f"{path}: sft_topics {config.sft_topics} name none of the trained "
                          f"topics ({', '.join(sorted(trained))}): SFT would have no question")
 

@@ -52,7 +52,7 @@ def sft_topics(dirs: dict[int, Path]) -> set[str] | None:
     if len(set(found.values())) != 1:
         raise ValueError(f"the seeds' pipeline.yaml name different sft_topics: {found}")
     value = next(iter(found.values()))
-    return None if value is None else {t.strip() for t in value.split(",")}
+    return None if value is None else set(pipeline_config.names(value))
 
 
 def strata(topics: set[str] | None) -> dict:

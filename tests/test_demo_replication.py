@@ -9,11 +9,12 @@ import demo
 from relrl.runtime.cli import UsageError
 
 
-def test_seeds_are_parsed_and_bad_lists_refused():
-    assert demo.parse_seeds("2,3,4") == [2, 3, 4]
+def test_seeds_are_parsed_and_bad_lists_refused(capsys):
+    assert demo.parse_args(["--seeds", "2,3,4"]).seeds == [2, 3, 4]
     for bad in ("2,x", "2,2", "", "-1"):
-        with pytest.raises(UsageError, match="--seeds"):
-            demo.parse_seeds(bad)
+        with pytest.raises(SystemExit) as stop:
+            demo.parse_args(["--seeds", bad])
+        assert stop.value.code == 2 and "--seeds" in capsys.readouterr().err
     with pytest.raises(UsageError, match="--seed and --seeds"):
         demo.main(["--seeds", "2", "--seed", "1"])
 

@@ -70,6 +70,22 @@ def positive_int(flag: str):
     return int_at_least(flag, 1)
 
 
+def seed_list(flag: str):
+    """argparse type for distinct comma-separated seeds >= 0, such as 2,3,4."""
+
+    def parse(text: str) -> list[int]:
+        try:
+            seeds = [int(part) for part in text.split(",") if part.strip()]
+        except ValueError:
+            seeds = []
+        if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+            raise argparse.ArgumentTypeError(
+                f"{flag} must be distinct comma-separated seeds >= 0 such as 2,3,4, got {text!r}")
+        return seeds
+
+    return parse
+
+
 def add_load_args(parser, *, unsloth: bool = True) -> None:
     """How the base model is loaded, the same flags in every script that loads one."""
     parser.add_argument("--load-in-4bit", choices=("auto", "yes", "no"), default="auto",
