@@ -39,8 +39,10 @@ from relrl.evaluation.clustered_stats import (
 )
 from relrl.evaluation.results_io import read_result
 from relrl.runtime.cli import ArgumentParser, UsageError, run_main
+from study import pipeline_config
 
 EFFECT, TARGET_POWER, SEEDS = 0.05, 0.8, 3
+DEMO_MASTER_ROWS = 1560
 ALPHAS = (0.05, 0.01)
 KS = (1, 2, 4, 8)
 RETENTION_MODELS = ("sft_warm_start", "grpo_exp7_best", "grpo_exp10_best")
@@ -163,6 +165,13 @@ def show(p: dict, r: dict) -> None:
               f"{m['between_share']:.2f}; 1 seed / 3 seeds (points): {cells}")
 
 
+def run_master_rows(results: Path) -> int:
+    """The master set's size of the run in `results`: its pipeline.yaml's n_master, or the
+    demo's 1560 for a run that predates pipeline.yaml."""
+    config = results / "pipeline.yaml"
+    return pipeline_config.load(config).n_master if config.is_file() else DEMO_MASTER_ROWS
+
+
 def parse_args(argv=None):
     p = ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--results", default="results/demo", help="a finished demo's results folder")
@@ -173,8 +182,9 @@ def parse_args(argv=None):
                    help="share of the one-sample variance that more samples do not shrink, "
                    "for one-sample records (0.5); K-sample records measure it")
     p.add_argument("--master-rows", type=int, default=None,
-                   help="size the sets for a master set of this many rows (the run's groups "
-                   "scaled by rows / 1560, the demo's n_master), e.g. 2800 for the replication")
+                   help="size the sets for a master set of this many rows: the run's groups "
+                   "scaled by rows / the run's n_master (its pipeline.yaml; 1560, the demo's, "
+                   "for a run without one), e.g. 2800 for the replication")
     p.add_argument("--json", default=None, help="also write the numbers to this file")
     return p.parse_args(argv)
 
@@ -188,9 +198,9 @@ def main(argv=None) -> int:
         raise UsageError(f"--retention-4of4: must be in [0, 1), got {args.retention_4of4}")
     if not 0 <= args.between_share <= 1:
         raise UsageError(f"--between-share: must be in [0, 1], got {args.between_share}")
-    scale = 1.0 if args.master_rows is None else args.master_rows / 1560
-    if scale <= 0:
+    if args.master_rows is not None and args.master_rows <= 0:
         raise UsageError(f"--master-rows: must be > 0, got {args.master_rows}")
+    scale = 1.0 if args.master_rows is None else args.master_rows / run_master_rows(results)
     p = primary(results, args.between_share, scale)
     r = retention(results, args.retention_4of4, args.between_share, scale)
     if p["split"] == "assumed":

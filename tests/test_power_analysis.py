@@ -2,11 +2,14 @@
 import json
 import math
 import statistics
+from pathlib import Path
 from statistics import NormalDist
 
 import pytest
 
 from evaluation import power_analysis
+
+FAST_RECIPE = Path(__file__).parents[1] / "recipes" / "demo" / "fast.yaml"
 
 # one question per group, so the group structure adds nothing: Var(D_g) = V_q (1 - s + s / K)...
 # with the share s that does not shrink put at 0: V_q / K
@@ -79,3 +82,21 @@ def test_missing_results_are_a_usage_error(tmp_path):
 
     with pytest.raises(UsageError, match="--results"):
         power_analysis.main(["--results", str(tmp_path)])
+
+
+def test_master_rows_scale_by_the_runs_own_master_set(tmp_path):
+    # 10 groups a seed from this run; its pipeline.yaml says 500 master rows, so 1,500 rows give
+    # 30 groups (not 10 * 1500 / 1560, the scaling of runs without a pipeline.yaml)
+    write_run(tmp_path)
+    recipe = FAST_RECIPE.read_text()
+    (tmp_path / "pipeline.yaml").write_text(
+        "\n".join("n_master: 500" if line.startswith("n_master:") else line
+                  for line in recipe.splitlines()) + "\n")
+    out = tmp_path / "power.json"
+    assert power_analysis.main(["--results", str(tmp_path), "--master-rows", "1500",
+                                "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["primary"]["groups_per_seed"] == 30
+    (tmp_path / "pipeline.yaml").unlink()
+    assert power_analysis.main(["--results", str(tmp_path), "--master-rows", "1560",
+                                "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["primary"]["groups_per_seed"] == 10
