@@ -420,6 +420,8 @@ class Demo:
     def eval_args(self, set_name: str) -> list:
         """Run seed (apart from screening's in the replication) and samples of one set."""
         k = self.cfg.eval_samples if set_name in K_SETS else 1
+        if set_name == "retention" and self.cfg.retention_samples is not None:
+            k = self.cfg.retention_samples
         return ["--seed", self.seed + self.cfg.eval_seed_offset,
                 *(["--samples", k] if k > 1 else [])]
 

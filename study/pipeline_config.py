@@ -117,6 +117,11 @@ class PipelineConfig:
                                  "sets (evaluation --samples); above 1 the held-out mixed-style "
                                  "set is sampled on its own instead of taken from the holdout's "
                                  "results", default=1, check=_at_least(1))
+    retention_samples: int | None = _setting(
+        "samples per question on the retention set (evaluation --samples); null: eval_samples. "
+        "The retention set is the largest sampled set and a drop is tested over its many groups, "
+        "so fewer samples there buy more on the held-out mixed-style set", default=None,
+        check=lambda v: None if v is None or v >= 1 else "must be >= 1 or null")
     val_samples: int = _setting("samples per validation question in GRPO (--val-samples)",
                                 default=1, check=_at_least(1))
     eval_seed_offset: int = _setting("added to the seed for evaluation, so sets chosen on "

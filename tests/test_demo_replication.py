@@ -1,5 +1,6 @@
 """demo.py --seeds: the replicated study's plumbing, without running a model (the stages are
 replaced by stubs; tests/test_demo.py runs the real FAST demo)."""
+import dataclasses
 import json
 
 import pytest
@@ -33,6 +34,10 @@ def test_make_demo_commands_are_unchanged_and_replication_adds_its_settings(tmp_
     assert rep.scheme_args() == ["--pass-rate-scheme", "predictive"]
     assert set(rep.eval_sets()) == {"train", "holdout", "ood", "heldout", "retention"}
     assert rep.eval_sets()["retention"] == tmp_path / "data" / "retention.jsonl"
+    fewer = demo.Demo(False, 3, tmp_path, tmp_path, 2, "replication",
+                      settings=dataclasses.replace(rep.cfg, retention_samples=1))
+    assert fewer.eval_args("retention") == ["--seed", 1003]
+    assert fewer.eval_args("heldout") == ["--seed", 1003, "--samples", 4]
 
 
 @pytest.mark.parametrize("config, every", [("full", 50), ("replication", 100)])

@@ -28,7 +28,7 @@ REGISTERED = dict(eval_samples=4, val_samples=4, eval_seed_offset=1000, retentio
                   pass_rate_scheme="predictive", informative_by="reward", tools="none")
 # issue 30's settings, at the values that leave a pipeline as it was
 V2_OFF = dict(model="tiny", families=None, sft_topics=None, sft_form="tool", plain_grpo=False,
-              matched_arms=False)
+              matched_arms=False, retention_samples=None)
 REGISTERED = {**REGISTERED, **V2_OFF}
 OFF = dict(eval_samples=1, val_samples=1, eval_seed_offset=0, retention_min_score=None,
            pass_rate_scheme=None, informative_by=None, tools="none", **V2_OFF)
