@@ -61,11 +61,13 @@ from study.pipeline_config import PipelineConfig
 ROOT = Path(__file__).resolve().parent
 
 # Sizes and rates of each pipeline: a recipe, read through study.pipeline_config's schema.
-# full (`make demo`) and fast (`--fast`); the replicated study (`--seeds`) runs replication, the
-# full miniature with the changes its pre-registration (results/demo-replication/PREREGISTRATION.md)
-# fixes, and replication-fast is its smoke version.
+# full (the study's own miniature) and fast (`--fast`); the replicated study (`--seeds`) runs
+# replication, the full miniature with the changes its pre-registration
+# (results/demo-replication/PREREGISTRATION.md) fixes, and replication-fast is its smoke
+# version; replication-v2 is the redone replication's (results/demo-replication-v2/), which
+# `make demo` runs at a development seed.
 RECIPES = ROOT / "recipes" / "demo"
-BUILT_IN = ("full", "fast", "replication", "replication-fast")
+BUILT_IN = ("full", "fast", "replication", "replication-fast", "replication-v2")
 SETTINGS_FILE = "pipeline.yaml"  # the resolved settings, beside the run; --recipe reruns it
 
 

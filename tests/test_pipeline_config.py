@@ -32,9 +32,17 @@ V2_OFF = dict(model="tiny", families=None, sft_topics=None, sft_form="tool", pla
 REGISTERED = {**REGISTERED, **V2_OFF}
 OFF = dict(eval_samples=1, val_samples=1, eval_seed_offset=0, retention_min_score=None,
            pass_rate_scheme=None, informative_by=None, tools="none", **V2_OFF)
+# the redone replication's, frozen by results/demo-replication-v2/PREREGISTRATION.md
+V2 = dict(n_master=2400, paraphrases=2, val_frac=0.08, holdout_frac=0.45, ood_topics="growth",
+          screen_samples=4, max_new_tokens=120, sft_epochs=2, sft_lr=2e-4, grpo_steps=150,
+          grpo_val_every=25, grpo_lr=2e-3, grpo_warm_lr=1e-3, grpo_grad_accum=4, eval_samples=4,
+          retention_samples=1, val_samples=4, eval_seed_offset=1000, retention_min_score=2,
+          pass_rate_scheme="predictive", informative_by=None, tools="calculator",
+          model="tiny-tool", families="tiny-tool", sft_topics="distributions,stress_strength",
+          sft_form="prose", plain_grpo=True, matched_arms=True)
 BUILT_IN = {"full": {**MINIATURE, **OFF}, "fast": {**FAST, **OFF},
             "replication": {**MINIATURE, "n_master": 2800, "grpo_val_every": 100, **REGISTERED},
-            "replication-fast": {**FAST, **REGISTERED}}
+            "replication-fast": {**FAST, **REGISTERED}, "replication-v2": V2}
 
 
 @pytest.mark.parametrize("name", BUILT_IN)
