@@ -34,7 +34,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from relrl.data.dataset_io import atomic_write_json, atomic_write_jsonl, load_dataset, read_json
+from relrl.data.dataset_io import atomic_write_jsonl, load_dataset, read_json
 from relrl.engines import ENGINES, default_engine
 from relrl.evaluation.guess_baselines import rescore, with_baselines
 from relrl.evaluation.model_results import compare_models, with_records
@@ -48,13 +48,7 @@ from relrl.runtime.cli import (
     run_main,
     seed_list,
 )
-from study import (
-    pipeline_config,
-    replication_report,
-    replication_v2_report,
-    stage_inputs,
-    stage_times,
-)
+from study import pipeline_config, pooled_report, stage_inputs, stage_times
 from study.demo_report import SET_TITLES, build_report, slug, splice_results_md
 from study.pipeline_config import PipelineConfig
 
@@ -646,12 +640,7 @@ def replicate(args, seeds: list[int]) -> int:
                                    tolerance_rule=args.tolerance_rule, settings=settings),
                               args.stop_after)
     if finished:
-        # the redone design (plain GRPO beside exp7) reports its arms and the study's claims
-        reporter = replication_v2_report if settings.plain_grpo else replication_report
-        pooled = reporter.pooled_results(out, seeds)
-        atomic_write_json(out / "pooled.json", pooled)
-        report = reporter.build_report(pooled)
-        (out / "report.md").write_text(report)
+        report = pooled_report.write(out, seeds)
         print(f"[demo] pooled report: {out / 'report.md'}")
         if seeds == CONFIRMATORY_SEEDS and config == "replication" \
                 and args.results_dir is None and args.tolerance_rule == "study":

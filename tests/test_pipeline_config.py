@@ -261,8 +261,7 @@ def test_default_folders_keep_other_recipes_out_of_the_studys_own(tmp_path, stub
     recipe_file(tmp_path, full_text(n_master=50), "mine.yaml")
     recipes = demo.RECIPES
     monkeypatch.setattr(demo, "ROOT", tmp_path / "root")
-    monkeypatch.setattr(demo.replication_report, "pooled_results", lambda out, seeds: {})
-    monkeypatch.setattr(demo.replication_report, "build_report", lambda pooled: "")
+    monkeypatch.setattr(demo.pooled_report, "write", lambda out, seeds: "")
     argv = [a.replace("RECIPES", str(recipes)).replace("TMP", str(tmp_path)) for a in argv]
     demo.main(argv)
     assert stub_data_stage[0][2:] == (tmp_path / "root" / "runs" / folder,
