@@ -226,3 +226,59 @@ def test_malformed_replication_is_an_error_and_writes_nothing(tmp_path, capsys):
     code, _, err = run(["--replication", bad, "--out", tmp_path / "tables"], capsys)
     assert code == 2 and str(bad) in err and "secondary 3 comparison lacks" in err
     assert not (tmp_path / "tables").exists()
+
+
+REDONE = ROOT / "results" / "demo-replication-v2" / "development" / "pooled.json"
+
+
+def test_redone_replication_tables_match_its_pooled_json(tmp_path, capsys):
+    code, _, err = run(["--results-dir", tmp_path / "none", "--replication-v2", REDONE,
+                        "--out", tmp_path / "tables"], capsys)
+    assert code == 0, err
+    rep = json.loads(REDONE.read_text())
+    tables = tmp_path / "tables"
+    claims = rows_of(tables / "redone_claims.tex")
+    primary = claims["GRPO after SFT gains on mixed questions (primary)"]
+    assert primary[3:] == [pp(rep["primary"]["pooled"]["delta"]), "[$-$0.7, +11.0]",
+                           r"0.096 ($\alpha$ 0.01)", rep["primary"]["verdict"]]
+    for row in rep["claims"]:
+        cells = claims[row["claim"]]
+        assert cells[3] == pp(row["pooled"]["delta"]) and cells[6] == row["verdict"]
+        assert cells[5] == f"{row['pooled']['p_holm']:.3f}"
+    assert [claims[c["claim"]][6] for c in rep["claims"]] == [
+        "not settled", "reproduced", "refuted", "not settled"]  # development seed 100's marks
+    assert claims["SFT alone makes the model forget what it knew"][1] == "retention (other topics)"
+    # the redone goal names its margin over guessing
+    assert "above the best guess): not met." in body(tables / "redone_primary.tex")
+    ranges = [line.split(" & ") for line in body(tables / "redone_target_range.tex").splitlines()
+              if line.startswith("GRPO exp7 best & ")]
+    assert [r[1:7] for r in ranges] == [
+        ["[0.85, 1)", "24", "51.2", "65.8", "+14.6", "[+4.5, +25.0]"],
+        ["elsewhere", "43", "51.9", "51.9", "+0.0", "[$-$6.7, +6.7]"]]
+    forgetting = [line.split(" & ") for line in body(tables / "redone_forgetting.tex").splitlines()
+                  if line.startswith(("SFT's & SFT", "the others & SFT"))]
+    assert [r[5] for r in forgetting] == ["$-$2.3", "$-$7.1"]
+    guesses = rows_of(tables / "redone_guesses.tex")
+    margins = rep["guess_baselines"]["heldout"]["margins"]
+    assert guesses["heldout"][1] == "family mode (4.5)"
+    assert guesses["heldout"][2:] == [pp(m) for m in margins.values()]
+    assert "254 of its 477 generated groups without signal (53.2" in body(tables / "redone_waste.tex")
+
+
+def test_missing_redone_replication_is_a_placeholder_naming_its_command(tmp_path, capsys):
+    code, _, err = run(["--results-dir", tmp_path / "none", "--replication-v2", tmp_path / "no.json",
+                        "--out", tmp_path / "tables"], capsys)
+    assert code == 0, err
+    names = ("primary", "secondary", "retention", "waste", "best_steps", "claims", "target_range",
+             "forgetting", "guesses")
+    for name in names:
+        text = body(tmp_path / "tables" / f"redone_{name}.tex")
+        assert r"study.pooled\_report results/demo-replication-v2 --seeds 21,22,23" in text
+        assert "no.json" in text and "%" not in text.replace(r"\%", "")
+
+
+def test_a_first_replication_file_given_as_the_redone_one_is_an_error(tmp_path, capsys):
+    first = ROOT / "results" / "dev-100" / "pooled.json"
+    code, _, err = run(["--replication-v2", first, "--out", tmp_path / "tables"], capsys)
+    assert code == 2 and str(first) in err and "need claims, by_target_range" in err
+    assert not (tmp_path / "tables").exists()
