@@ -1,0 +1,201 @@
+"""Post hoc, not pre-registered: how the redone replication's SFT warm start changed tiny-tool,
+and how many of plain GRPO's updates carried no signal, from the committed files alone.
+
+  sft dose    each seed's SFT run: examples, optimizer steps, mean loss a token over its first
+              and last 10% of steps (work/seed-N/sft/all/statistics.json)
+  tool use    each arm on the retention and held-out mixed-style questions, over every sample:
+              accuracy, the share of samples that call the calculator, and of the calls that
+              assign numbers (`x1 = 4100; ...`), the share whose numbers all appear in the
+              question, and the accuracy of those: a model that calls the calculator fails by
+              miscopying a number or by writing the wrong formula
+  plain GRPO  its updates whose group had no reward spread, counted in its train_log (the
+              pooled report counts waste over every generated group, the surplus that batch
+              generation drew and did not train on included)
+
+Seeds are found as seed-N/ (confirmatory) and development/seed-N/ (development).
+
+  python evaluation/redone_posthoc.py     # writes results/demo-replication-v2/posthoc/
+"""
+import json
+import re
+import sys
+from pathlib import Path
+
+from relrl.data.dataset_io import atomic_write_json, atomic_write_text, read_json
+from relrl.runtime.cli import ArgumentParser, UsageError, run_main, seed_list
+from relrl.tools.protocol import tool_call_bodies
+from study.demo_report import slug
+from study.replication_report import records
+
+ROOT = Path(__file__).resolve().parents[1]
+SETS = ("retention", "heldout")
+ARMS = ("base", "SFT warm start", "GRPO exp7 best", "GRPO exp10 best", "GRPO exp7 plain best")
+EDGE = 0.10  # share of SFT steps averaged at each end of its loss curve
+_ASSIGNED = re.compile(r"[A-Za-z_]\w* = (-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3})")
+
+
+def parse_args(argv=None):
+    parser = ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results-dir", default=str(ROOT / "results" / "demo-replication-v2"),
+                        help="the redone replication's folder (seed-N/, development/seed-N/)")
+    parser.add_argument("--seeds", type=seed_list("--seeds"), default=None,
+                        help="comma-separated seeds (default: every seed folder found)")
+    parser.add_argument("--output-dir", default=None,
+                        help="where posthoc.json and posthoc.md go (default <results-dir>/posthoc)")
+    return parser.parse_args(argv)
+
+
+def seed_folders(root: Path, seeds: list[int] | None) -> dict[int, tuple[Path, Path]]:
+    """{seed: (results folder, work folder)}, development seeds first."""
+    found = {}
+    for folder in sorted(root.glob("development/seed-*")) + sorted(root.glob("seed-*")):
+        seed = int(folder.name.split("-")[1])
+        work = folder / "work" if folder.parent.name == "development" else root / "work" / folder.name
+        found[seed] = (folder, work)
+    if seeds is None:
+        if not found:
+            raise UsageError(f"{root}: no seed-N folder")
+        return found
+    missing = [s for s in seeds if s not in found]
+    if missing:
+        raise UsageError(f"--seeds: no seed folder for {', '.join(map(str, missing))} in {root}")
+    return {s: found[s] for s in seeds}
+
+
+def sft_dose(work: Path) -> dict:
+    stats_path = work / "sft" / "all" / "statistics.json"
+    stats = read_json(stats_path)
+    losses = stats.get("losses")
+    if not isinstance(losses, list) or not losses:
+        raise UsageError(f"{stats_path}: no losses")
+    edge = max(1, round(EDGE * len(losses)))
+    settings = stats.get("settings", {})
+    return {"examples": stats["items"], "steps": stats["steps"],
+            "epochs": settings.get("epochs"), "learning_rate": settings.get("learning_rate"),
+            "loss_first": sum(losses[:edge]) / edge, "loss_last": sum(losses[-edge:]) / edge}
+
+
+def samples(record: dict) -> list[dict]:
+    """Every sample of a question's record (K > 1 keeps them under `completions`)."""
+    return record.get("completions") or [record]
+
+
+def first_call_numbers(transcript: str) -> list[str] | None:
+    """The numbers the first calculator call assigns to names; None without such a call."""
+    for body in tool_call_bodies(transcript):
+        try:
+            expression = json.loads(body)["arguments"]["expression"]
+        except (ValueError, KeyError, TypeError):
+            return None
+        return _ASSIGNED.findall(expression) if isinstance(expression, str) else None
+    return None
+
+
+def tool_use(recs: list[dict]) -> dict:
+    n = correct = calls = assigning = copied = right_when_copied = 0
+    for record in recs:
+        in_question = {float(x) for x in _NUMBER.findall(_THOUSANDS.sub("", record["question"]))}
+        for sample in samples(record):
+            n += 1
+            correct += bool(sample["correct"])
+            transcript = sample.get("transcript") or ""
+            calls += bool(tool_call_bodies(transcript))
+            numbers = first_call_numbers(transcript)
+            if numbers:
+                assigning += 1
+                if all(float(x) in in_question for x in numbers):
+                    copied += 1
+                    right_when_copied += bool(sample["correct"])
+    return {"samples": n, "accuracy": correct / n if n else None,
+            "calls": calls / n if n else None, "calls_assigning": assigning,
+            "copied": copied / assigning if assigning else None,
+            "correct_when_copied": right_when_copied / copied if copied else None}
+
+
+def plain_updates(folder: Path) -> dict | None:
+    run = folder / "grpo_exp7_plain"
+    if not (run / "train_log.jsonl").is_file():
+        return None
+    steps = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines() if line]
+    stats = read_json(run / "statistics.json")
+    flat = sum(1 for s in steps if s["reward_std"] == 0)
+    return {"updates": len(steps), "updates_without_signal": flat,
+            "share": flat / len(steps) if steps else None,
+            "generated": stats["total_attempts"], "generated_without_signal": stats["wasted_steps"]}
+
+
+def analyse(root: Path, found: dict[int, tuple[Path, Path]]) -> dict:
+    seeds = {}
+    for seed, (folder, work) in found.items():
+        use = {}
+        for set_name in SETS:
+            if not (folder / "eval" / set_name).is_dir():
+                continue
+            present = [a for a in ARMS
+                       if a == "base" or (folder / "eval" / set_name / f"{slug(a)}.json").is_file()]
+            use[set_name] = {arm: tool_use(records(folder, set_name, arm)) for arm in present}
+        seeds[str(seed)] = {"folder": folder.relative_to(root).as_posix(), "sft": sft_dose(work),
+                            "tool_use": use, "plain_grpo": plain_updates(folder)}
+    return {"kind": "redone_posthoc", "post_hoc": True, "seeds": seeds}
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def render(result: dict) -> str:
+    seeds = result["seeds"]
+    lines = ["# Redone replication, post hoc: SFT dose, tool use, plain GRPO's flat updates", "",
+             "Not pre-registered; computed by `evaluation/redone_posthoc.py` from the committed "
+             "files. Development seeds are in `development/`.", "",
+             "## SFT warm start: dose", "",
+             f"Loss: mean cross-entropy a token over the first and last {100 * EDGE:.0f}% of steps.", "",
+             "| Seed | Examples | Epochs | Steps | Learning rate | Loss, first | Loss, last |",
+             "|---|---|---|---|---|---|---|"]
+    for seed, s in seeds.items():
+        d = s["sft"]
+        lines.append(f"| {seed} | {d['examples']} | {d['epochs']} | {d['steps']} | "
+                     f"{d['learning_rate']} | {d['loss_first']:.2f} | {d['loss_last']:.2f} |")
+    for set_name in SETS:
+        lines += ["", f"## Tool use on {set_name} questions, every sample", "",
+                  "Accuracy / share of samples calling the calculator / share of calls whose "
+                  "assigned numbers all appear in the question / accuracy of those calls (wrong: "
+                  "the right numbers in a wrong formula or in wrong places).", "",
+                  "| Seed | " + " | ".join(ARMS) + " |", "|---" * (len(ARMS) + 1) + "|"]
+        for seed, s in seeds.items():
+            cells = []
+            for arm in ARMS:
+                u = s["tool_use"].get(set_name, {}).get(arm)
+                cells.append("-" if u is None else
+                             " / ".join(_pct(u[k]) for k in ("accuracy", "calls", "copied",
+                                                              "correct_when_copied")))
+            lines.append(f"| {seed} | " + " | ".join(cells) + " |")
+    lines += ["", "## Plain GRPO: updates without signal", "",
+              "| Seed | Updates | Without signal (train_log) | Share | Generated | Without signal "
+              "(counters) |", "|---|---|---|---|---|---|"]
+    for seed, s in seeds.items():
+        p = s["plain_grpo"]
+        if p:
+            lines.append(f"| {seed} | {p['updates']} | {p['updates_without_signal']} | "
+                         f"{_pct(p['share'])} | {p['generated']} | {p['generated_without_signal']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    root = Path(args.results_dir)
+    if not root.is_dir():
+        raise UsageError(f"--results-dir: {root}: no such folder")
+    result = analyse(root, seed_folders(root, args.seeds))
+    text = render(result)
+    out = Path(args.output_dir) if args.output_dir else root / "posthoc"
+    atomic_write_json(out / "posthoc.json", result)
+    atomic_write_text(out / "posthoc.md", text)
+    sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main)
