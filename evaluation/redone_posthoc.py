@@ -11,6 +11,8 @@ and how many of plain GRPO's updates carried no signal, from the committed files
   plain GRPO  its updates whose group had no reward spread, counted in its train_log (the
               pooled report counts waste over every generated group, the surplus that batch
               generation drew and did not train on included)
+  dose check  the SFT variants posthoc/sft_dose.sh trained on seed 22's data (66 steps: one
+              epoch of all of it, or two of half), with tool use on its retention set
 
 Seeds are found as seed-N/ (confirmatory) and development/seed-N/ (development).
 
@@ -22,6 +24,7 @@ import sys
 from pathlib import Path
 
 from relrl.data.dataset_io import atomic_write_json, atomic_write_text, read_json
+from relrl.evaluation.results_io import read_result
 from relrl.runtime.cli import ArgumentParser, UsageError, run_main, seed_list
 from relrl.tools.protocol import tool_call_bodies
 from study.demo_report import slug
@@ -31,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SETS = ("retention", "heldout")
 ARMS = ("base", "SFT warm start", "GRPO exp7 best", "GRPO exp10 best", "GRPO exp7 plain best")
 EDGE = 0.10  # share of SFT steps averaged at each end of its loss curve
+DOSE = Path("posthoc") / "sft-dose"  # posthoc/sft_dose.sh's SFT variants on seed 22's data
 _ASSIGNED = re.compile(r"[A-Za-z_]\w* = (-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)")
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3})")
@@ -64,8 +68,7 @@ def seed_folders(root: Path, seeds: list[int] | None) -> dict[int, tuple[Path, P
     return {s: found[s] for s in seeds}
 
 
-def sft_dose(work: Path) -> dict:
-    stats_path = work / "sft" / "all" / "statistics.json"
+def sft_dose(stats_path: Path) -> dict:
     stats = read_json(stats_path)
     losses = stats.get("losses")
     if not isinstance(losses, list) or not losses:
@@ -136,9 +139,13 @@ def analyse(root: Path, found: dict[int, tuple[Path, Path]]) -> dict:
             present = [a for a in ARMS
                        if a == "base" or (folder / "eval" / set_name / f"{slug(a)}.json").is_file()]
             use[set_name] = {arm: tool_use(records(folder, set_name, arm)) for arm in present}
-        seeds[str(seed)] = {"folder": folder.relative_to(root).as_posix(), "sft": sft_dose(work),
+        seeds[str(seed)] = {"folder": folder.relative_to(root).as_posix(),
+                            "sft": sft_dose(work / "sft" / "all" / "statistics.json"),
                             "tool_use": use, "plain_grpo": plain_updates(folder)}
-    return {"kind": "redone_posthoc", "post_hoc": True, "seeds": seeds}
+    dose = {path.parent.name: {"sft": sft_dose(path.parent / "sft_statistics.json"),
+                               "retention": tool_use(read_result(path)["finetuned"]["results"])}
+            for path in sorted((root / DOSE).glob("*/retention.json"))}
+    return {"kind": "redone_posthoc", "post_hoc": True, "seeds": seeds, "sft_dose_check": dose}
 
 
 def _pct(x) -> str:
@@ -172,6 +179,19 @@ def render(result: dict) -> str:
                              " / ".join(_pct(u[k]) for k in ("accuracy", "calls", "copied",
                                                               "correct_when_copied")))
             lines.append(f"| {seed} | " + " | ".join(cells) + " |")
+    if result["sft_dose_check"]:
+        lines += ["", "## SFT dose check: seed 22's SFT data, 66 steps either way", "",
+                  f"`{DOSE.as_posix()}/`, made by `posthoc/sft_dose.sh`; retention questions, one "
+                  "sample each, columns as above. The run's own SFT (all of it, 2 epochs, twice "
+                  "the steps) is seed 22's row above.", "",
+                  "| SFT | Examples | Epochs | Steps | Loss, last | Retention: accuracy / calls / "
+                  "copied / right when copied |", "|---|---|---|---|---|---|"]
+        for name, v in result["sft_dose_check"].items():
+            d, u = v["sft"], v["retention"]
+            lines.append(f"| {name} | {d['examples']} | {d['epochs']} | {d['steps']} | "
+                         f"{d['loss_last']:.2f} | " + " / ".join(
+                             _pct(u[k]) for k in ("accuracy", "calls", "copied", "correct_when_copied"))
+                         + " |")
     lines += ["", "## Plain GRPO: updates without signal", "",
               "| Seed | Updates | Without signal (train_log) | Share | Generated | Without signal "
               "(counters) |", "|---|---|---|---|---|---|"]

@@ -53,6 +53,12 @@ def folder(tmp_path):
     (plain / "train_log.jsonl").write_text("".join(
         json.dumps({"step": i + 1, "reward_std": std}) + "\n" for i, std in enumerate([0.5, 0.0, 0.4, 0.0])))
     (plain / "statistics.json").write_text(json.dumps({"total_attempts": 6, "wasted_steps": 3}))
+    dose = root / "posthoc" / "sft-dose" / "one_epoch"  # a variant of sft_dose.sh
+    dose.mkdir(parents=True)
+    (dose / "retention.json").write_text(json.dumps(
+        {"base": {"results": base}, "finetuned": {"results": base[:1]}}))
+    (dose / "sft_statistics.json").write_text(json.dumps(
+        {"items": 80, "steps": 10, "losses": [9.0] * 9 + [7.0], "settings": {"epochs": 1}}))
     return root
 
 
@@ -80,6 +86,10 @@ def test_shares_and_dose_are_counted_from_the_files(folder, tmp_path, capsys):
     assert "GRPO exp7 best" not in use  # not evaluated in this folder
     assert seed["plain_grpo"] == {"updates": 4, "updates_without_signal": 2, "share": 0.5,
                                   "generated": 6, "generated_without_signal": 3}
+    check = json.loads((tmp_path / "out" / "posthoc.json").read_text())["sft_dose_check"]
+    assert check["one_epoch"]["sft"]["loss_last"] == 7.0 and check["one_epoch"]["sft"]["steps"] == 10
+    assert check["one_epoch"]["retention"]["accuracy"] == 1.0
+    assert "| one_epoch | 80 | 1 | 10 | 7.00 | 100.0% / 100.0% / 100.0% / 100.0% |" in out
     assert "| 5 | 80 | 2 | 20 | 0.0002 | 9.50 | 5.50 |" in out
     assert "| 5 | 4 | 2 | 50.0% | 6 | 3 |" in out
     assert (tmp_path / "out" / "posthoc.md").read_text() == out
