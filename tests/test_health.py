@@ -24,28 +24,33 @@ LOGS = sorted(p for p in set(ROOT.glob("results/**/train_log.jsonl")) - set(TOOL
               if "work" not in p.relative_to(ROOT).parts)
 
 
-def worst_shares(log: Path) -> dict[str, float]:
-    """The committed log replayed through the default check: the worst window of each share
-    (asserting no line was printed on the way)."""
+def replay(log: Path) -> tuple[HealthCheck, dict[str, float]]:
+    """The committed log replayed through the default check, and the worst window of each share."""
     check, worst = HealthCheck(), dict.fromkeys(KINDS, 0.0)
-    records = [json.loads(line) for line in log.read_text().splitlines()]
-    for r in rounds_from_log(records):
-        assert check.observe(**r) == [], log
+    for r in rounds_from_log([json.loads(line) for line in log.read_text().splitlines()]):
+        check.observe(**r)
         for kind, share in (check.shares() or {}).items():
             worst[kind] = max(worst[kind], share)
-    assert check.stopped is None and not check.warnings
-    return worst
+    return check, worst
 
 
-def test_no_committed_study_log_would_have_tripped_the_defaults():
-    # results/demo, demo-replication and dev-100: 5 x 3 runs; the redone design's development
-    # seed 100: 4 (plain GRPO, trained on zero-signal groups, among them)
+def test_committed_study_logs_replay_to_what_their_runs_recorded_and_none_stops():
+    # results/demo, demo-replication and dev-100: 5 x 3 runs; the redone design's seeds: 4 each
+    # (plain GRPO, trained on zero-signal groups, among them)
     assert len(LOGS) >= 19
-    worst = {kind: max(worst_shares(log)[kind] for log in LOGS) for kind in KINDS}
+    warned, worst = set(), dict.fromkeys(KINDS, 0.0)
+    for log in LOGS:
+        check, shares = replay(log)
+        recorded = json.loads((log.parent / "statistics.json").read_text()).get("health_warnings", [])
+        assert check.stopped is None and check.warnings == recorded, log
+        warned |= {log.parent.relative_to(ROOT / "results").as_posix()} if recorded else set()
+        worst = {kind: max(worst[kind], shares[kind]) for kind in KINDS}
+    # One real warning: seed 22's exp7 started from an SFT warm start that had collapsed (7.6%
+    # on held-out mixed questions), and 81% of its first 74 groups were all right or all wrong.
+    assert warned == {"demo-replication-v2/seed-22/grpo_exp7"}
     limits = Limits()
-    assert all(worst[k] < warn for k, warn in zip(KINDS, limits.warn)), worst
-    # the logs are real signal: the worst window wastes a good share but trains
-    assert 0.3 < worst["zero_signal"] < 0.7 and worst["truncated"] < 0.3
+    assert worst["truncated"] < 0.3 and all(worst[k] < stop for k, stop in zip(KINDS, limits.stop))
+    assert 0.3 < worst["zero_signal"] < 0.85, worst  # real signal: much wasted, but it trains
 
 
 def test_tiny_tool_runs_warned_of_zero_signal_groups_and_never_stopped():
