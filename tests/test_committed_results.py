@@ -57,12 +57,19 @@ def without_sections(text: str, headings) -> str:
     return "\n## ".join(p for p in parts if not any(("## " + p).startswith(h) for h in headings))
 
 
-def test_results_md_quotes_the_replication_report_verbatim(tmp_path):
-    report = ROOT / "results" / "demo-replication" / "report.md"
+# RESULTS.md quotes each replication's pooled report between its markers
+QUOTED = {"demo-replication": (demo.REPLICATION_START, demo.REPLICATION_END),
+          "demo-replication-v2": ("<!-- replication-v2-results:start -->",
+                                  "<!-- replication-v2-results:end -->")}
+
+
+@pytest.mark.parametrize("name", QUOTED)
+def test_results_md_quotes_the_replication_report_verbatim(tmp_path, name):
+    report = ROOT / "results" / name / "report.md"
     text = (ROOT / "RESULTS.md").read_text()
     copy = tmp_path / "RESULTS.md"
     copy.write_text(text)
-    splice_results_md(copy, report.read_text(), demo.REPLICATION_START, demo.REPLICATION_END)
+    splice_results_md(copy, report.read_text(), *QUOTED[name])
     assert copy.read_text() == text
 
 
