@@ -45,7 +45,7 @@ def test_committed_study_logs_replay_to_what_their_runs_recorded_and_none_stops(
         assert check.stopped is None and check.warnings == recorded, log
         warned |= {log.parent.relative_to(ROOT / "results").as_posix()} if recorded else set()
         worst = {kind: max(worst[kind], shares[kind]) for kind in KINDS}
-    # The real warnings: seeds 22's and 23's exp7 started from an SFT warm start that had
+    # The real warnings: seed 22's and 23's exp7 started from an SFT warm start that had
     # collapsed (7.6% on held-out mixed questions at seed 22), and 81% and 87% of their first
     # groups were all right or all wrong; they warned and trained on.
     assert warned == {f"demo-replication-v2/seed-{s}/grpo_exp7" for s in (22, 23)}
