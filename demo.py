@@ -24,6 +24,7 @@ SIGTERM, SIGUSR1 or Ctrl-C stops it cleanly: the running scripts get SIGTERM (tr
 checkpoint) and the same command resumes.
 """
 import glob
+import gzip
 import math
 import os
 import signal
@@ -503,8 +504,10 @@ class Demo:
         for run in self.grpo_runs():
             dest = self.out / f"grpo_{run}"
             dest.mkdir(exist_ok=True)
-            for name in ("statistics.json", "train_log.jsonl"):
-                (dest / name).write_bytes((self.work / run / name).read_bytes())
+            (dest / "statistics.json").write_bytes((self.work / run / "statistics.json").read_bytes())
+            # the log gzipped, as results/ keeps it (a tenth of the size; read_text reads both)
+            (dest / "train_log.jsonl.gz").write_bytes(
+                gzip.compress((self.work / run / "train_log.jsonl").read_bytes(), mtime=0))
         titles = {**SET_TITLES, **({"retention": RETENTION_TITLE}
                                    if "retention" in self.eval_sets() else {})}
         jobs = []
@@ -513,8 +516,8 @@ class Demo:
             files = sorted((self.out / "eval" / name).glob("*.json"))
             extra = []
             if name == "holdout":  # one call also draws the training curves
-                extra = [a for run in self.grpo_runs() for a in
-                         ("--grpo-log", f"{run}={_shown(self.out / f'grpo_{run}' / 'train_log.jsonl')}")]
+                logs = {run: self.out / f"grpo_{run}" / "train_log.jsonl.gz" for run in self.grpo_runs()}
+                extra = [a for run, log in logs.items() for a in ("--grpo-log", f"{run}={_shown(log)}")]
             jobs.append((f"compare_{name}", ["evaluation/compare_results.py", *files,
                                              "--base", "base", "--title", titles[name],
                                              "--output-md", self.out / f"compare_{name}.md",

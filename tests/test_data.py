@@ -1,5 +1,6 @@
 """Dataset IO: the study's JSONL schema, errors named with their line, progress files, atomic
 writes."""
+import gzip
 import json
 
 import pytest
@@ -119,6 +120,17 @@ def test_ids_are_kept_or_derived_from_the_question(tmp_path):
 def test_read_records_of_jsonl(tmp_path):
     path = write(tmp_path / "d.jsonl", "\n" + json.dumps({"a": 1}) + "\n\n" + "[2]\n")
     assert list(read_records(path)) == [(2, {"a": 1}), (4, [2])]
+
+
+def test_a_gzipped_jsonl_reads_as_its_text_and_a_broken_one_is_named(tmp_path):
+    text = "\n" + json.dumps({"a": 1}) + "\n"
+    (tmp_path / "d.jsonl.gz").write_bytes(gzip.compress(text.encode()))
+    assert list(read_records(tmp_path / "d.jsonl.gz")) == [(2, {"a": 1})]
+    (tmp_path / "cut.jsonl.gz").write_bytes(gzip.compress(text.encode())[:12])
+    (tmp_path / "plain.jsonl.gz").write_bytes(text.encode())
+    for name in ("cut.jsonl.gz", "plain.jsonl.gz"):
+        with pytest.raises(DatasetError, match=f"{name}: not a readable gzip file"):
+            read_records(tmp_path / name).__next__()
 
 
 def test_questions_fingerprint():

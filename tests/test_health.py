@@ -12,22 +12,21 @@ from test_grpo_trainer import ROWS, bad, script, write_rows
 from test_slurm_files import run_job, write_site_env
 
 import demo
+from relrl.data.dataset_io import read_text
 from relrl.rl.health import KINDS, HealthCheck, Limits, rounds_from_log
 
 ROOT = Path(__file__).resolve().parents[1]
 # the study's miniature runs (tiny, screened mixed questions); tiny-tool's GRPO runs train on
 # unscreened questions it mostly solves, and are replayed on their own below
 TOOL_LOGS = sorted(ROOT.glob("results/tiny-tool/**/train_log.jsonl"))
-# a redone-replication seed's work folder, committed so a stopped run resumes, holds SFT logs
-# and copies of the GRPO logs its results folder has
-LOGS = sorted(p for p in set(ROOT.glob("results/**/train_log.jsonl")) - set(TOOL_LOGS)
-              if "work" not in p.relative_to(ROOT).parts)
+# the GRPO logs results folders keep (gzipped, as demo.py copies them)
+LOGS = sorted(ROOT.glob("results/**/train_log.jsonl.gz"))
 
 
 def replay(log: Path) -> tuple[HealthCheck, dict[str, float]]:
     """The committed log replayed through the default check, and the worst window of each share."""
     check, worst = HealthCheck(), dict.fromkeys(KINDS, 0.0)
-    for r in rounds_from_log([json.loads(line) for line in log.read_text().splitlines()]):
+    for r in rounds_from_log([json.loads(line) for line in read_text(log).splitlines()]):
         check.observe(**r)
         for kind, share in (check.shares() or {}).items():
             worst[kind] = max(worst[kind], share)

@@ -1,5 +1,6 @@
 """evaluation/redone_posthoc.py: the SFT dose, tool-use shares and plain GRPO's flat updates are
 what the files hold, and the committed post hoc tables are what the committed results give."""
+import gzip
 import importlib.util
 import json
 from pathlib import Path
@@ -50,8 +51,9 @@ def folder(tmp_path):
         {"items": 80, "steps": 20, "losses": losses, "settings": {"epochs": 2, "learning_rate": 2e-4}}))
     plain = root / "seed-5" / "grpo_exp7_plain"
     plain.mkdir()
-    (plain / "train_log.jsonl").write_text("".join(
-        json.dumps({"step": i + 1, "reward_std": std}) + "\n" for i, std in enumerate([0.5, 0.0, 0.4, 0.0])))
+    (plain / "train_log.jsonl.gz").write_bytes(gzip.compress("".join(
+        json.dumps({"step": i + 1, "reward_std": std}) + "\n"
+        for i, std in enumerate([0.5, 0.0, 0.4, 0.0])).encode()))
     (plain / "statistics.json").write_text(json.dumps({"total_attempts": 6, "wasted_steps": 3}))
     dose = root / "posthoc" / "sft-dose" / "one_epoch"  # a variant of sft_dose.sh
     dose.mkdir(parents=True)

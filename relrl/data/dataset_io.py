@@ -8,11 +8,13 @@ JSON array.
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
 import sys
 import tempfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -44,15 +46,20 @@ class DatasetReport:
 
 
 def read_text(path: str | os.PathLike) -> str:
-    """A UTF-8 text file (a byte-order mark tolerated). A missing file, a folder or bytes that
-    are not UTF-8 raise DatasetError naming the file (and the byte offset of a bad byte)."""
+    """A UTF-8 text file (a byte-order mark tolerated), gunzipped when its name ends in .gz
+    (committed logs are kept so). A missing file, a folder, a broken gzip or bytes that are
+    not UTF-8 raise DatasetError naming the file (and the byte offset of a bad byte)."""
     path = Path(path)
     try:
+        if path.suffix == ".gz":
+            return gzip.decompress(path.read_bytes()).decode("utf-8-sig")
         return path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise DatasetError(f"{path}: no such file") from None
     except IsADirectoryError:
         raise DatasetError(f"{path}: is a folder, not a file") from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise DatasetError(f"{path}: not a readable gzip file ({exc})") from None
     except UnicodeDecodeError as exc:
         raise DatasetError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
                            "save it as UTF-8") from None
