@@ -23,7 +23,7 @@ import re
 import sys
 from pathlib import Path
 
-from relrl.data.dataset_io import atomic_write_json, atomic_write_text, read_json, read_text
+from relrl.data.dataset_io import atomic_write_json, atomic_write_text, read_json, read_records
 from relrl.evaluation.results_io import read_result
 from relrl.runtime.cli import ArgumentParser, UsageError, run_main, seed_list
 from relrl.tools.protocol import tool_call_bodies
@@ -122,7 +122,7 @@ def plain_updates(folder: Path) -> dict | None:
     log = run / "train_log.jsonl.gz"
     if not log.is_file():
         return None
-    steps = [json.loads(line) for line in read_text(log).splitlines() if line]
+    steps = [row for _, row in read_records(log)]
     stats = read_json(run / "statistics.json")
     flat = sum(1 for s in steps if s["reward_std"] == 0)
     return {"updates": len(steps), "updates_without_signal": flat,
