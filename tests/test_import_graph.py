@@ -16,7 +16,8 @@ OUTSIDE_THE_LIBRARY = ("study", "generators", "evaluation", "training", "benchma
 # The package's folders, bottom to top. A module may import modules of its own layer or of lower
 # ones; the package's own __init__ sits at the bottom.
 LAYERS = [
-    ("problems, grading and tools", {"relrl", "relrl.problems", "relrl.grading", "relrl.tools"}),
+    ("problems, grading, tools and untrusted input",
+     {"relrl", "relrl.problems", "relrl.grading", "relrl.tools", "relrl.untrusted"}),
     ("runtime", {"relrl.runtime"}),
     ("data and prompting", {"relrl.data"}),
     ("model loading and log-probs", {"relrl.modeling"}),
