@@ -11,6 +11,7 @@ import sys
 from typing import Callable
 
 from relrl.grading.scoring import TOLERANCE_RULES
+from relrl.untrusted import UntrustedInputError
 
 
 class UsageError(Exception):
@@ -44,8 +45,8 @@ def run_main(main: Callable[[], int | None]) -> None:
     """Run a script's main(), turning input errors into one line and exit status 2."""
     try:
         code = main()
-    except UsageError as exc:  # relrl.data.dataset_io.DatasetError is one too
-        fail(str(exc))
+    except (UsageError, UntrustedInputError) as exc:  # DatasetError is a UsageError; an
+        fail(str(exc))  # UntrustedInputError (relrl.untrusted) names its file:line already
     except KeyboardInterrupt:
         fail("interrupted", code=130)
     sys.exit(code or 0)
