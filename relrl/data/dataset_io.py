@@ -8,13 +8,11 @@ JSON array.
 """
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import os
 import sys
 import tempfile
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -22,6 +20,7 @@ from typing import Iterable, Iterator
 from relrl.grading.numbers import parse_target_values
 from relrl.grading.target_kind import TARGET_KINDS
 from relrl.runtime.cli import UsageError
+from relrl.untrusted import UntrustedInputError, loads_json, read_text_file
 
 
 class DatasetError(UsageError):
@@ -47,22 +46,23 @@ class DatasetReport:
 
 def read_text(path: str | os.PathLike) -> str:
     """A UTF-8 text file (a byte-order mark tolerated), gunzipped when its name ends in .gz
-    (committed logs are kept so). A missing file, a folder, a broken gzip or bytes that are
-    not UTF-8 raise DatasetError naming the file (and the byte offset of a bad byte)."""
-    path = Path(path)
+    (committed logs are kept so), read within relrl.untrusted's size bound. A missing file, a
+    folder, a broken gzip, an oversize file or bytes that are not UTF-8 raise DatasetError naming
+    the file (and the line and byte offset of a bad byte)."""
     try:
-        if path.suffix == ".gz":
-            return gzip.decompress(path.read_bytes()).decode("utf-8-sig")
-        return path.read_text(encoding="utf-8-sig")
-    except FileNotFoundError:
-        raise DatasetError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise DatasetError(f"{path}: is a folder, not a file") from None
-    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
-        raise DatasetError(f"{path}: not a readable gzip file ({exc})") from None
-    except UnicodeDecodeError as exc:
-        raise DatasetError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
-                           "save it as UTF-8") from None
+        return read_text_file(path)
+    except UntrustedInputError as exc:
+        raise DatasetError(str(exc)) from None
+
+
+def parse_json(text: str, path: str | os.PathLike, line: int = 1):
+    """JSON text that starts on `line` of file `path`, through relrl.untrusted.loads_json (size,
+    nesting and integer length bounded, NaN and Infinity refused). Any failure is a DatasetError
+    naming path:line."""
+    try:
+        return loads_json(text, str(path), first_line=line)
+    except UntrustedInputError as exc:
+        raise DatasetError(str(exc)) from None
 
 
 def read_records(path: str | os.PathLike) -> Iterator[tuple[int, object]]:
@@ -79,17 +79,11 @@ def read_records(path: str | os.PathLike) -> Iterator[tuple[int, object]]:
     for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
-        try:
-            yield lineno, json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{path}:{lineno}: malformed JSON ({exc.msg})") from None
+        yield lineno, parse_json(line, path, lineno)
 
 
 def _array_records(path: Path, text: str) -> Iterator[tuple[int, object]]:
-    try:
-        json.loads(text)  # whole-file check first, so an error names its line
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg})") from None
+    parse_json(text, path)  # whole-file check first (and bounds), so an error names its line
     decoder = json.JSONDecoder()
     pos, lineno, counted_to = text.index("[") + 1, 1, 0
     while True:
@@ -210,11 +204,8 @@ def atomic_write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
 
 
 def read_json(path: str | os.PathLike):
-    text = read_text(path)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DatasetError(f"{path}:{exc.lineno}: malformed JSON ({exc.msg})") from None
+    """A JSON file through relrl.untrusted: any failure is a DatasetError naming path:line."""
+    return parse_json(read_text(path), path)
 
 
 class ProgressFile:
@@ -239,9 +230,9 @@ class ProgressFile:
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                raise DatasetError(f"{self.path}:{lineno}: corrupt progress line") from None
+                record = loads_json(line, str(self.path), first_line=lineno)
+            except UntrustedInputError as exc:
+                raise DatasetError(f"{exc.where}: corrupt progress line ({exc.problem})") from None
             if not isinstance(record, dict) or self.key not in record:
                 raise DatasetError(f"{self.path}:{lineno}: progress line has no {self.key!r}")
             done[str(record[self.key])] = record

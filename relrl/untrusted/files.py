@@ -35,8 +35,8 @@ def read_text_file(path: str | os.PathLike, *, max_bytes: int = limits.MAX_BYTES
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
-        raise UntrustedInputError(path, f"not UTF-8 text ({exc.reason} at byte {exc.start}); "
-                                  "save it as UTF-8", line) from None
+        raise UntrustedInputError(path, f"not UTF-8 text ({exc.reason} at byte {exc.start}, "
+                                  f"line {line}); save it as UTF-8") from None
 
 
 def load_json_file(path: str | os.PathLike, **bounds) -> object:
