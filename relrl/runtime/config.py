@@ -27,6 +27,7 @@ import yaml
 
 from relrl.runtime.checkpointing import list_checkpoints, prepare_output_dir
 from relrl.runtime.cli import ArgumentParser, UsageError, positive_int
+from relrl.untrusted import UntrustedInputError, loads_yaml
 
 CONFIG_FILE = "config.yaml"
 # --load-in-4bit: the word on the command line -> load_model's load_in_4bit
@@ -167,13 +168,10 @@ def read_recipe(path: str | os.PathLike) -> dict:
         raise UsageError(f"--config: no such file {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"--config: cannot read {path} ({exc})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise UsageError(f"{path}{line}: not valid YAML ({problem})") from None
+    try:  # relrl.untrusted: aliases refused, size, nesting and integers bounded
+        data = loads_yaml(text, str(path), first_line=1)
+    except UntrustedInputError as exc:  # already one line naming path:line
+        raise UsageError(str(exc)) from None
     if data is None:
         return {}
     if not isinstance(data, dict):
