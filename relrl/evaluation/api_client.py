@@ -29,9 +29,11 @@ import urllib3
 from tqdm import tqdm
 
 from relrl.runtime.cli import UsageError, env_default, positive_int
+from relrl.untrusted import UntrustedInputError, loads_json
 
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
 DEFAULT_KEY_ENV = "OPENROUTER_API_KEY"
+MAX_REPLY_BYTES = 16 * 1024 * 1024  # a chat completion is kilobytes; a bigger body is refused
 NO_KEY = "none"  # --api-key-env none: a local server that wants no key
 RETRY_STATUSES = {408, 409, 425, 429}  # plus every 5xx
 REDACTED = "[REDACTED]"
@@ -284,8 +286,13 @@ class ChatClient:
                 # The read timeout bounds each socket read; the deadline bounds the whole body,
                 # so a server trickling bytes cannot hold a worker forever. read1 returns
                 # whatever has arrived instead of waiting for a full buffer.
+                size = 0
                 while chunk := response.raw.read1(65536, decode_content=True):
                     chunks.append(chunk)
+                    size += len(chunk)
+                    if size > MAX_REPLY_BYTES:
+                        raise _Retryable(f"a reply of more than {MAX_REPLY_BYTES} bytes",
+                                         status=200)
                     if self._clock() > deadline:
                         raise _Retryable(f"no complete answer within {self.timeout:g} s")
                 raw = b"".join(chunks)
@@ -304,10 +311,10 @@ class ChatClient:
         text = raw.decode("utf-8", "replace")
         if status != 200:
             self._raise_for_status(status, text, response.headers.get("Retry-After"))
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError:
-            raise _Retryable(f"malformed JSON in a 200 response ({len(raw)} bytes)",
+        try:  # relrl.untrusted: nesting, integer length and NaN bounded, as for any input
+            data = loads_json(text, self._request_name())
+        except UntrustedInputError as exc:
+            raise _Retryable(f"{exc.problem} in a 200 response ({len(raw)} bytes)",
                              status=200) from None
         if not isinstance(data, dict):
             raise _Retryable("malformed response (not a JSON object)", status=200)
@@ -321,6 +328,9 @@ class ChatClient:
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise _Retryable("response without choices", status=200)
         return data
+
+    def _request_name(self) -> str:
+        return f"reply of {self.model} to {self.base_url}/chat/completions"
 
     def _raise_for_status(self, status: int, text: str, retry_after: str | None):
         message = self._server_message(text)
@@ -341,10 +351,10 @@ class ChatClient:
     def _server_message(self, text: str) -> str:
         """': <the server's reason>' from an error body, redacted and short."""
         try:
-            data = json.loads(text)
+            data = loads_json(text, self._request_name())
             error = data.get("error", data) if isinstance(data, dict) else data
             text = error.get("message", text) if isinstance(error, dict) else str(error)
-        except (json.JSONDecodeError, AttributeError):
+        except (UntrustedInputError, AttributeError):
             pass
         text = " ".join(self.redact(str(text)).split())[:300]
         return f": {text}" if text else ""
@@ -468,9 +478,9 @@ def _json_object(text: str) -> dict:
     import argparse
 
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise argparse.ArgumentTypeError(f"--extra-body: not JSON ({exc.msg})") from None
+        value = loads_json(text, "--extra-body")
+    except UntrustedInputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("--extra-body must be a JSON object")
     return value
