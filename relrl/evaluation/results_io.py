@@ -17,9 +17,12 @@ import gzip
 import hashlib
 import json
 import os
+import zlib
 from pathlib import Path
 
-from relrl.data.dataset_io import DatasetError, atomic_write_bytes, atomic_write_json, read_json
+from relrl.data.dataset_io import (DatasetError, atomic_write_bytes, atomic_write_json, parse_json,
+                                   read_json)
+from relrl.untrusted import MAX_BYTES
 
 PAIR_SCHEMA_VERSION = 2
 RECORDS_KEY = "records"
@@ -77,17 +80,28 @@ def read_result(path: str | os.PathLike):
     if hashlib.sha256(blob).hexdigest() != ref.get("sha256"):
         raise DatasetError(f"{file}: not the records {Path(path).name} was written with "
                            "(checksum differs); rewrite both from one run")
-    try:
-        lists = json.loads(gzip.decompress(blob))
-    except (OSError, EOFError, ValueError) as exc:
-        raise DatasetError(f"{file}: unreadable gzipped JSON ({exc})") from None
+    try:  # bounded: a gzip that inflates past MAX_BYTES is refused, not read into memory
+        inflate = zlib.decompressobj(wbits=31)
+        raw = inflate.decompress(blob, MAX_BYTES + 1)
+        if len(raw) > MAX_BYTES or inflate.unconsumed_tail:
+            raise DatasetError(f"{file}: inflates past the {MAX_BYTES} bytes allowed")
+        text = raw.decode("utf-8")
+    except (zlib.error, UnicodeDecodeError) as exc:
+        raise DatasetError(f"{file}: unreadable gzipped JSON ({type(exc).__name__})") from None
+    lists = parse_json(text, file)  # relrl.untrusted: nesting and integers bounded
+    if not isinstance(lists, dict):
+        raise DatasetError(f"{file}: expected an object of record lists")
     data.pop(RECORDS_KEY)
     for where, records in lists.items():
         *parents, leaf = where.split(".")
         holder = data
-        for key in parents:
-            holder = holder[key]
-        holder[leaf] = records
+        try:
+            for key in parents:
+                holder = holder[key]
+            holder[leaf] = records
+        except (KeyError, TypeError, IndexError):
+            raise DatasetError(f"{file}: records for {where[:60]!r}, which {Path(path).name} "
+                               "does not have") from None
     return data
 
 
