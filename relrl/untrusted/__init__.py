@@ -13,11 +13,11 @@ from relrl.untrusted.files import iter_jsonl, iter_jsonl_text, load_json_file, r
 from relrl.untrusted.json_text import loads_json, nesting_depth
 from relrl.untrusted.limits import (MAX_BYTES, MAX_DEPTH, MAX_INT_DIGITS, MAX_NUMBER_CHARS,
                                     MAX_YAML_BYTES)
-from relrl.untrusted.yaml_text import load_yaml_file, loads_yaml
+from relrl.untrusted.yaml_text import compose_yaml, construct_yaml, load_yaml_file, loads_yaml
 
 __all__ = [
     "UntrustedInputError", "excerpt", "one_line",
     "loads_json", "nesting_depth", "load_json_file", "iter_jsonl", "iter_jsonl_text",
-    "read_text_file", "loads_yaml", "load_yaml_file",
+    "read_text_file", "loads_yaml", "load_yaml_file", "compose_yaml", "construct_yaml",
     "MAX_BYTES", "MAX_DEPTH", "MAX_INT_DIGITS", "MAX_NUMBER_CHARS", "MAX_YAML_BYTES",
 ]
