@@ -28,6 +28,8 @@ from relrl.problems.registry import FAMILIES, FAMILY_SETS, TOPICS, expand_sets, 
 from relrl.rl.dynamic_sampling import INFORMATIVE_BY, SCHEMES
 from relrl.runtime.cli import UsageError
 from relrl.tools.protocol import TOOL_CHOICES
+from relrl.untrusted import (MAX_YAML_BYTES, UntrustedInputError, compose_yaml, construct_yaml,
+                             read_text_file)
 
 
 def _setting(help: str, default: Any = MISSING, check: Callable[[Any], str | None] | None = None):
@@ -188,33 +190,36 @@ def load(path: str | os.PathLike) -> PipelineConfig:
     """A recipe checked against the schema; UsageError naming file, line and key otherwise."""
     path = Path(path)
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot read the recipe ({exc.strerror or exc})") from None
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise UsageError(f"{where}: not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
+        text = read_text_file(path, max_bytes=MAX_YAML_BYTES)
+    except UntrustedInputError as exc:
+        raise UsageError(f"{path}: cannot read the recipe ({exc.problem})") from None
+    try:  # relrl.untrusted: aliases refused, size, nesting and integers bounded
+        node = compose_yaml(text, str(path), first_line=1)
+    except UntrustedInputError as exc:
+        raise UsageError(str(exc)) from None
     if not isinstance(node, yaml.MappingNode):
         raise UsageError(f"{path}: a recipe is a mapping of settings (key: value), one a line")
     schema = {f.name: f for f in fields(PipelineConfig)}
     hints = typing.get_type_hints(PipelineConfig)
-    constructor = yaml.SafeLoader("")
     values: dict[str, Any] = {}
     for key_node, value_node in node.value:
         key, line = key_node.value, key_node.start_mark.line + 1
-        where = f"{path}:{line}: {key}"
-        if not isinstance(key_node, yaml.ScalarNode) or key not in schema:
-            near = difflib.get_close_matches(str(key), schema, n=1)
+        if not isinstance(key_node, yaml.ScalarNode):
+            raise UsageError(f"{path}:{line}: a key is a setting's name, not a list or mapping")
+        where = f"{path}:{line}: {key[:60]}"
+        if key not in schema:
+            near = difflib.get_close_matches(key[:60], schema, n=1)
             hint = f" (did you mean {near[0]}?)" if near else f" (known: {', '.join(schema)})"
-            raise UsageError(f"{path}:{line}: unknown key {key!r}{hint}")
+            raise UsageError(f"{path}:{line}: unknown key {key[:60]!r}{hint}")
         if key in values:
             raise UsageError(f"{where}: given twice")
         if not isinstance(value_node, yaml.ScalarNode):
             raise UsageError(f"{where}: expected a single value, got a list or mapping")
-        value = _typed(constructor.construct_object(value_node), hints[key], where)
+        try:
+            value = construct_yaml(value_node, str(path), first_line=1)
+        except UntrustedInputError as exc:
+            raise UsageError(f"{exc.where}: {key}: {exc.problem}") from None
+        value = _typed(value, hints[key], where)
         problem = schema[key].metadata["check"] and value is not None and \
             schema[key].metadata["check"](value)
         if problem:

@@ -12,6 +12,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from relrl.untrusted import UntrustedInputError, iter_jsonl
+
 FILE_NAME = "stage_times.jsonl"
 
 
@@ -41,10 +43,23 @@ def record(path: Path, stage: str, start: float, end: float, status, code: str) 
         os.close(fd)
 
 
+FIELDS = ("stage", "start", "end", "status", "code")
+
+
 def read(path: Path) -> list[dict]:
+    """Every attempt recorded in `path` ([] when there is none yet). A line that is not one of
+    record()'s is an UntrustedInputError naming path:line (relrl.untrusted bounds the rest)."""
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    records = []
+    for line_no, row in iter_jsonl(path):
+        if not isinstance(row, dict) or any(name not in row for name in FIELDS) or not all(
+                isinstance(row[t], (int, float)) and not isinstance(row[t], bool)
+                for t in ("start", "end")):
+            raise UntrustedInputError(path, f"not a stage record (needs {', '.join(FIELDS)})",
+                                      line_no)
+        records.append(row)
+    return records
 
 
 def per_stage(records: list[dict]) -> list[dict]:
