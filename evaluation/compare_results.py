@@ -16,7 +16,6 @@ the log, when there, gives validation intervals).
   python evaluation/compare_results.py results/holdout_*.json --base Qwen3-8B \\
       --output-md results/holdout.md --plots-dir results/plots --grpo-log exp7=runs/exp7/train_log.jsonl
 """
-import json
 import sys
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from relrl.data.dataset_io import (
     atomic_write_json,
     atomic_write_text,
     load_dataset,
+    parse_json,
     read_json,
     read_text,
 )
@@ -125,10 +125,7 @@ def read_log(path: str) -> list[dict]:
     for line_no, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DatasetError(f"{path}:{line_no}: malformed JSON ({exc.msg})") from None
+        row = parse_json(line, path, line_no)  # relrl.untrusted's bounds, a DatasetError
         if not isinstance(row, dict) or "step" not in row:
             raise DatasetError(f"{path}:{line_no}: log line without 'step'")
         rows.append(row)

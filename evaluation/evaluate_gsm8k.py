@@ -9,10 +9,9 @@ whose last line is `#### number`), or, only with --hub, from the hub dataset ope
       --adapter runs/exp7/checkpoint-80 --output results/gsm8k_ckpt80.json
   python evaluation/evaluate_gsm8k.py --model Qwen/Qwen3-8B --hub --max-questions 500 --output results/gsm8k_base.json
 """
-import json
 from pathlib import Path
 
-from relrl.data.dataset_io import DatasetError, question_id, read_text
+from relrl.data.dataset_io import DatasetError, parse_json, question_id, read_text
 from relrl.evaluation.cli import add_eval_args, add_model_args, run_cli
 from relrl.runtime.cli import ArgumentParser, UsageError, env_default, run_main
 
@@ -88,10 +87,7 @@ def read_local(path: str) -> list[dict]:
     records = []
     for line_no, line in enumerate(read_text(file).splitlines(), start=1):
         if line.strip():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{path}:{line_no}: malformed JSON ({exc.msg})") from None
+            records.append(parse_json(line, path, line_no))  # bounded; a DatasetError
     return records
 
 

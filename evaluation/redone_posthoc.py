@@ -18,7 +18,6 @@ Seeds are found as seed-N/ (confirmatory) and development/seed-N/ (development).
 
   python evaluation/redone_posthoc.py     # writes results/demo-replication-v2/posthoc/
 """
-import json
 import re
 import sys
 from pathlib import Path
@@ -27,6 +26,7 @@ from relrl.data.dataset_io import atomic_write_json, atomic_write_text, read_jso
 from relrl.evaluation.results_io import read_result
 from relrl.runtime.cli import ArgumentParser, UsageError, run_main, seed_list
 from relrl.tools.protocol import tool_call_bodies
+from relrl.untrusted import UntrustedInputError, loads_json
 from study.demo_report import slug
 from study.replication_report import records
 
@@ -89,8 +89,8 @@ def first_call_numbers(transcript: str) -> list[str] | None:
     """The numbers the first calculator call assigns to names; None without such a call."""
     for body in tool_call_bodies(transcript):
         try:
-            expression = json.loads(body)["arguments"]["expression"]
-        except (ValueError, KeyError, TypeError):
+            expression = loads_json(body, "tool call")["arguments"]["expression"]
+        except (UntrustedInputError, KeyError, TypeError):
             return None
         return _ASSIGNED.findall(expression) if isinstance(expression, str) else None
     return None

@@ -21,6 +21,7 @@ import torch
 from relrl.data.dataset_io import atomic_write_jsonl
 from relrl.rl.dynamic_sampling import WASTE_KINDS, Group
 from relrl.rl.grpo_loss import LossTerms
+from relrl.untrusted import UntrustedInputError, loads_json
 
 FIRST_PASS = ("tokens", "entropy", "tis_ratio", "tis_capped")
 EVERY_PASS = ("loss", "clipped", "kl")
@@ -146,9 +147,10 @@ def trim_log(log: Path, last_step: int) -> None:
     kept = []
     for line in log.read_text(encoding="utf-8").splitlines():
         try:
-            record = json.loads(line)
-        except json.JSONDecodeError:  # a line cut short by the kill
+            record = loads_json(line, str(log))
+        except UntrustedInputError:  # a line cut short by the kill
             continue
-        if record["step"] <= last_step:
+        if isinstance(record, dict) and isinstance(record.get("step"), int) and \
+                record["step"] <= last_step:
             kept.append(record)
     atomic_write_jsonl(log, kept)

@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from relrl.runtime.cli import UsageError
+from relrl.untrusted import UntrustedInputError, load_json_file
 
 STATE_FILE = "trainer_state.json"
 _NAME = re.compile(r"^checkpoint-(\d+)$")
@@ -57,7 +58,15 @@ def read_state(checkpoint: str | os.PathLike) -> dict:
     path = Path(checkpoint) / STATE_FILE
     if not path.is_file():
         raise UsageError(f"{checkpoint}: not a checkpoint (no {STATE_FILE})")
-    return json.loads(path.read_text(encoding="utf-8"))
+    return _read_json(path)
+
+
+def _read_json(path: Path):
+    """A checkpoint's JSON through relrl.untrusted: a bad file is a UsageError naming it."""
+    try:
+        return load_json_file(path)
+    except UntrustedInputError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def prepare_output_dir(output_dir: str | os.PathLike, fingerprint: str, *, resume=None,
@@ -213,6 +222,6 @@ def load_checkpoint(checkpoint: str | os.PathLike, *, model=None, optimizer=None
     if scheduler is not None:
         scheduler.load_state_dict(torch.load(checkpoint / "scheduler.pt", map_location="cpu",
                                               weights_only=True))
-    rng = json.loads((checkpoint / "rng_state.json").read_text())
+    rng = _read_json(checkpoint / "rng_state.json")
     _set_rng_state(rng, generators or {})
     return state
