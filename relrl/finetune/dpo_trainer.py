@@ -15,7 +15,6 @@ per step), statistics.json, pairs.jsonl (the pairs trained on) and adapter/ (the
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +49,7 @@ from relrl.runtime.config import (
 )
 from relrl.runtime.tracking import REPORT_TO, open_tracker
 from relrl.runtime.tracking import RUN_FILES as TRACKING_FILES
+from relrl.untrusted import UntrustedInputError, load_json_file
 
 RESULT_KINDS = ("model_result", "screening", "pair_result")
 LOSS = "loss"
@@ -155,9 +155,9 @@ def pairs_from_preferences(path: str) -> list[Pair]:
 def is_result_file(path: str) -> bool:
     """A result file is one JSON object with a result `kind`; anything else (JSONL, a JSON
     array) is read as a preference file."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    try:  # relrl.untrusted: a file it cannot read is not a result file
+        data = load_json_file(path)
+    except UntrustedInputError:
         return False
     return isinstance(data, dict) and data.get("kind") in RESULT_KINDS
 
