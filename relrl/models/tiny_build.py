@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from relrl.data.dataset_io import atomic_write_json
+from relrl.data.dataset_io import atomic_write_json, read_json
 from relrl.data.prompting import CHATML_TEMPLATE, SYSTEM_PROMPT, build_prompt, build_training_text
 from relrl.engines import SamplingConfig, make_engine, question_seed
 from relrl.grading.scoring import grade
@@ -336,7 +336,7 @@ def checked_report(folder: Path, rule: str, recipe: Recipe = RECIPE) -> dict:
     """The cached build's accuracy report under the tolerance `rule`: the build's own
     (accuracy.json) when it was graded so, else accuracy-<rule>.json, made on first request by
     checking the cached model again on the same fresh questions."""
-    report = json.loads((folder / "accuracy.json").read_text())
+    report = read_json(folder / "accuracy.json")  # relrl.untrusted, like any JSON file
     if report.get("tolerance_rule", "study") == rule:
         return report
     path = folder / f"accuracy-{rule}.json"
@@ -346,7 +346,7 @@ def checked_report(folder: Path, rule: str, recipe: Recipe = RECIPE) -> dict:
             exclude = frozenset(row["question"] for row in training_rows(recipe))
             check = family_accuracy(model, tokenizer, recipe, exclude, rule)
         atomic_write_json(path, {**check, "recipe": report["recipe"]})
-    return json.loads(path.read_text())
+    return read_json(path)
 
 
 def main() -> None:

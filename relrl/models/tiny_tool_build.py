@@ -17,11 +17,11 @@ it cost.
 """
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from relrl.data.dataset_io import read_json
 from relrl.data.prompting import build_prompt
 from relrl.data.tool_solutions import encode_segments, tool_solution
 from relrl.modeling.tiny_models import cache_root, new_model, qwen3_config
@@ -129,7 +129,7 @@ def main() -> None:
             if args.force or not (folder / "accuracy.json").is_file():
                 build_tiny_tool(RECIPE, folder)
                 return
-        print(describe(json.loads((folder / "accuracy.json").read_text())))
+        print(describe(read_json(folder / "accuracy.json")))
         print(f"cached at {folder} (--force to rebuild)")
 
     run_main(run)
