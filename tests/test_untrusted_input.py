@@ -67,6 +67,13 @@ def test_an_oversize_integer_is_one_line_naming_the_source():
     assert loads_json("[" + HUGE[:-1] + "]", "x") == [int(HUGE[:-1])]  # 4,300 digits still read
 
 
+def test_the_error_is_a_value_error_and_survives_pickling():
+    import pickle
+    error = pickle.loads(pickle.dumps(UntrustedInputError("d.jsonl", "bad row", 7)))
+    assert isinstance(error, ValueError) and str(error) == "d.jsonl:7: bad row"
+    assert (error.where, error.problem) == ("d.jsonl:7", "bad row")
+
+
 def test_files_name_path_and_line(tmp_path):
     doc = write(tmp_path / "r.json", '{\n  "ok": 1,\n  "n": -' + HUGE + "\n}\n")
     with pytest.raises(UntrustedInputError, match=rf"^{doc}:3: an integer of 4301 digits"):

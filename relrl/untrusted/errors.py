@@ -34,6 +34,9 @@ class UntrustedInputError(ValueError):
         self.line = line
         super().__init__(self.__str__())
 
+    def __reduce__(self):  # picklable across processes (a worker's error reaches its parent)
+        return type(self), (self.source, self.problem, self.line)
+
     @property
     def where(self) -> str:
         """`source:line`, or `source` alone when no line is known."""
