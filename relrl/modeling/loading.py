@@ -3,8 +3,10 @@
 The built-in models (`tiny`, `tiny-random`) sit a layer above this one: relrl.models.by_name.load_model
 resolves them and hands every other name to load_pretrained here.
 
-On CUDA the model loads in 4-bit NF4 (bitsandbytes, bf16 compute) or through Unsloth when asked;
-on a CPU it loads in float32. GPU-only packages are imported only when CUDA is present. LoRA
+A pre-quantized 4-bit checkpoint loads in 4-bit wherever bitsandbytes runs (the CPU too); a
+full-precision one in 4-bit NF4 (bf16 compute) on CUDA and in float32 on the CPU, unless
+--load-in-4bit says otherwise (relrl.modeling.four_bit has the table); through Unsloth when
+asked (CUDA only). GPU-only packages are imported only when CUDA is present. LoRA
 adapters are attached new, or loaded trainable (warm start) or frozen; the reference policy for
 KL and DPO is the same weights with the adapter switched off, never a second copy.
 """
@@ -20,6 +22,15 @@ from pathlib import Path
 
 import torch
 
+from relrl.modeling.four_bit import (
+    COMPUTE_DTYPE,
+    bnb_config,
+    four_bit_wanted,
+    one_cpu_kernel,
+    prequantized,
+    quiet_cpu_kernel_notice,
+    require_bitsandbytes,
+)
 from relrl.runtime import distributed
 from relrl.runtime.cli import UsageError
 
@@ -136,7 +147,7 @@ def _check_causal_lm(name_or_path: str, flag: str):
     return config
 
 
-def _config_dict(name_or_path: str) -> dict:
+def checkpoint_config(name_or_path: str) -> dict:
     """config.json of a local folder, else the hub config (cached by transformers)."""
     path = Path(name_or_path).expanduser() / "config.json"
     if path.is_file():
@@ -154,7 +165,7 @@ def _config_dict(name_or_path: str) -> dict:
 
 def check_not_prequantized(name_or_path: str) -> None:
     """--load-in-4bit no asks for full precision; a checkpoint saved quantized cannot give it."""
-    quant = _config_dict(name_or_path).get("quantization_config")
+    quant = checkpoint_config(name_or_path).get("quantization_config")
     if quant:
         method = quant.get("quant_method", "quantized") if isinstance(quant, dict) else "quantized"
         raise UsageError(f"--load-in-4bit: 'no' asks for full precision, but {name_or_path} is a "
@@ -200,11 +211,11 @@ def check_cuda_present() -> None:
 
 
 def check_load_flags(load_in_4bit: bool | None, use_unsloth: bool) -> None:
-    """Refuse GPU-only loading flags on a machine without CUDA."""
+    """Refuse loading flags this machine cannot honour: --load-in-4bit yes without bitsandbytes
+    (it runs on the CPU as on CUDA), --unsloth without CUDA."""
     cuda = torch.cuda.is_available()
-    if load_in_4bit and not cuda:
-        raise UsageError("--load-in-4bit: needs a CUDA GPU and none is available "
-                         "(drop the flag to load in float32 on the CPU)")
+    if load_in_4bit:
+        require_bitsandbytes("--load-in-4bit yes")
     if use_unsloth and not cuda:
         raise UsageError("--unsloth: Unsloth needs a CUDA GPU and none is available")
 
@@ -251,7 +262,9 @@ def load_pretrained(name_or_path: str, *, load_in_4bit: bool | None = None, use_
     """(model, tokenizer) in eval mode from a hub id or a local folder. `seed` is Unsloth's
     random_state. The built-in names are resolved a layer up, by relrl.models.by_name.load_model.
 
-    load_in_4bit=None means: 4-bit NF4 on CUDA, full precision otherwise.
+    load_in_4bit=None (auto) means: a pre-quantized checkpoint in 4-bit anywhere bitsandbytes
+    runs, a full-precision one in 4-bit NF4 on CUDA and in float32 on the CPU; True quantizes
+    on loading on any device, False keeps full precision (relrl.modeling.four_bit).
     """
     if name_or_path in BUILTIN_MODELS:
         raise ValueError(f"{name_or_path!r} is a built-in model: load it with relrl.models.by_name.load_model")
@@ -265,31 +278,38 @@ def load_pretrained(name_or_path: str, *, load_in_4bit: bool | None = None, use_
     if use_unsloth:
         model, tokenizer = _load_unsloth(fast, name_or_path, load_in_4bit is not False, seed)
     else:
-        model, tokenizer = _load_transformers(name_or_path, cuda and load_in_4bit is not False, cuda, flag)
+        saved_4bit = prequantized(checkpoint_config(name_or_path))
+        four_bit = four_bit_wanted(load_in_4bit, cuda=cuda, prequantized=saved_4bit)
+        if four_bit:
+            require_bitsandbytes("a pre-quantized checkpoint" if saved_4bit else "4-bit loading")
+        model, tokenizer = _load_transformers(name_or_path, four_bit, saved_4bit, cuda, flag)
     return finish_loading(model, tokenizer)
 
 
-def _load_transformers(name_or_path: str, four_bit: bool, cuda: bool, flag: str):
+def _load_transformers(name_or_path: str, four_bit: bool, saved_4bit: bool, cuda: bool, flag: str):
+    """bf16 on CUDA, float32 on the CPU; in 4-bit (on either) with bf16 compute and the rest of
+    the weights in bf16, as on the GPU. A pre-quantized checkpoint brings its own quantization
+    config; a full-precision one is quantized on loading with relrl.modeling.four_bit's."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     _check_causal_lm(name_or_path, flag)
-    kwargs: dict = {"dtype": torch.float32}
-    if cuda:
-        kwargs = {"dtype": torch.bfloat16, "device_map": {"": torch.cuda.current_device()}}
-        if four_bit:
-            from transformers import BitsAndBytesConfig  # needs bitsandbytes, a GPU package
-
-            kwargs["quantization_config"] = BitsAndBytesConfig(
-                load_in_4bit=True,
-                bnb_4bit_quant_type="nf4",
-                bnb_4bit_compute_dtype=torch.bfloat16,
-                bnb_4bit_use_double_quant=True,
-            )
+    device = torch.cuda.current_device() if cuda else "cpu"
+    kwargs: dict = {"dtype": torch.bfloat16 if cuda else torch.float32}
+    if cuda or four_bit:
+        kwargs["device_map"] = {"": device}
+    if four_bit:
+        kwargs["dtype"] = COMPUTE_DTYPE
+        if not saved_4bit:
+            kwargs["quantization_config"] = bnb_config()
     try:
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-        model = AutoModelForCausalLM.from_pretrained(name_or_path, **kwargs)
+        with quiet_cpu_kernel_notice():
+            model = AutoModelForCausalLM.from_pretrained(name_or_path, **kwargs)
+        if four_bit and not cuda:
+            one_cpu_kernel(model)
     except ImportError as exc:  # bitsandbytes (or another optional backend) missing
-        raise UsageError(f"--load-in-4bit: {exc} (pip install -r requirements-gpu.txt)") from None
+        raise UsageError(f"--load-in-4bit: {str(exc).strip().splitlines()[0]} "
+                         "(pip install -r requirements-cpu.txt or requirements-gpu.txt)") from None
     except (OSError, ValueError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"{flag}: cannot load {name_or_path}: {first}") from None

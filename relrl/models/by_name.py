@@ -7,6 +7,8 @@ Scripts load models, tokenizers and engines from here.
 """
 from __future__ import annotations
 
+import shutil
+import tempfile
 from pathlib import Path
 
 import torch
@@ -15,17 +17,19 @@ from relrl import engines
 from relrl.data.prompting import build_prompt, tool_turn_text
 from relrl.engines import DEFAULT_VLLM_MEMORY, SLEEP_MODES, Engine
 from relrl.engines import vllm as vllm_engine
+from relrl.modeling.four_bit import four_bit_wanted, prequantized
 from relrl.modeling.loading import (
     BUILTIN_MODELS,
     check_cuda_present,
     check_load_flags,
     check_model_source,
+    checkpoint_config,
     finish_loading,
     is_four_bit,
     load_adapter,
     load_pretrained,
 )
-from relrl.modeling.tiny_models import build_tiny_random
+from relrl.modeling.tiny_models import build_tiny_random, name_model
 from relrl.models.tiny_build import load_or_build_tiny, tiny_dir
 from relrl.models.tiny_tool_build import load_or_build_tiny_tool, tiny_tool_dir
 from relrl.runtime.cli import UsageError, load_in_4bit_flag
@@ -47,18 +51,31 @@ def load_model(name_or_path: str, *, load_in_4bit: bool | None = None, use_unslo
     """(model, tokenizer) in eval mode. `seed` sets the weights of `tiny-random` and Unsloth's
     random_state.
 
-    load_in_4bit=None means: 4-bit NF4 on CUDA for hub/local models, full precision otherwise
-    (the built-in models always load in float32).
+    load_in_4bit: see relrl.modeling.loading.load_pretrained for hub/local models. The built-in
+    models load in float32 unless load_in_4bit is True, which quantizes them on loading as it
+    quantizes any full-precision checkpoint (wherever bitsandbytes runs).
     """
     check_cuda_present()
     if name_or_path not in BUILTIN_MODELS:
         return load_pretrained(name_or_path, load_in_4bit=load_in_4bit, use_unsloth=use_unsloth,
                                seed=seed, flag=flag)
     check_load_flags(load_in_4bit, use_unsloth)
+    if load_in_4bit:
+        return _load_builtin_four_bit(name_or_path, seed)
     model, tokenizer = load_builtin(name_or_path, seed=seed)
     if torch.cuda.is_available():
         model.to("cuda")
     return finish_loading(model, tokenizer)
+
+
+def _load_builtin_four_bit(name: str, seed: int):
+    """A built-in model quantized on loading: through its saved folder (`tiny-random` is saved
+    to a temporary one first), the path a full-precision checkpoint takes."""
+    with tempfile.TemporaryDirectory(prefix="relrl-4bit-") as scratch:
+        folder = base_folder(name, seed, Path(scratch))
+        model, tokenizer = load_pretrained(folder, load_in_4bit=True)
+    name_model(model, name)
+    return model, tokenizer
 
 
 def load_tokenizer(name: str):
@@ -166,9 +183,10 @@ def open_engine(args, *, adapter: str | None = None, max_new_tokens: int = 3072,
         check_cuda_present()
         engines.require_vllm()
         tokenizer = load_tokenizer(args.model)
-        # the policy the hf engine would load: 4-bit on CUDA for a hub model unless told not
-        four_bit = (torch.cuda.is_available() and args.model not in BUILTIN_MODELS
-                    and load_in_4bit_flag(args) is not False)
+        # the policy the hf engine would load (relrl.modeling.four_bit's table)
+        wanted = load_in_4bit_flag(args)
+        four_bit = bool(wanted) if args.model in BUILTIN_MODELS else four_bit_wanted(
+            wanted, cuda=torch.cuda.is_available(), prequantized=prequantized(checkpoint_config(args.model)))
         return make_engine("vllm", None, tokenizer, source=args.model, seed=seed, adapter=adapter,
                            max_new_tokens=max_new_tokens, four_bit=four_bit,
                            gpu_memory_utilization=args.vllm_gpu_memory_utilization), tokenizer
