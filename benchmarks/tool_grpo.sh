@@ -47,9 +47,9 @@ $PY training/grpo_exp10_nosft.py --config "$RECIPE" --resume "${COMMON[@]}" \
 
 # The base is sampled once per seed: the first loss evaluated pairs it with its best checkpoint
 # (evaluate_single.py) and leaves that pair as base_holdout.json; the others pair with its base
-# (evaluate_finetuned_only.py --base-results).
+# (evaluate_finetuned_only.py --base-results). results/ keeps the compact layout (--records gzip).
 BASE=$WORK/base_holdout.json
-EVAL=("${COMMON[@]}" --dataset "$WORK/data/holdout.jsonl" --adapter "$WORK/$LOSS/best"
+EVAL=("${COMMON[@]}" --records gzip --dataset "$WORK/data/holdout.jsonl" --adapter "$WORK/$LOSS/best"
       --samples 4 --seed $((SEED + 1000)) --micro-batch 64 --baseline-train "$WORK/data/train.jsonl"
       --label "tiny-tool + GRPO ($LOSS, calculator)" --output "$OUT/eval_holdout.json")
 if [[ -f $BASE ]]; then

@@ -25,6 +25,7 @@ from relrl.data.prompting import chat_messages
 from relrl.evaluation import api_client as api
 from relrl.evaluation.api_jobs import run_jobs
 from relrl.evaluation.model_results import model_result, summary_line
+from relrl.evaluation.results_io import add_records_arg
 from relrl.evaluation.runner import Progress, check_rows, progress_path, score_question
 from relrl.evaluation.settings import EvalSettings
 from relrl.evaluation.shards import write_result
@@ -75,6 +76,7 @@ def parse_args(argv=None):
                         help="grade a final plain number when there is no \\boxed{} (default on)")
     parser.add_argument("--max-questions", type=positive_int("--max-questions"), default=None,
                         help="only the first N questions (a cheap trial)")
+    add_records_arg(parser)
     api.add_api_arguments(parser)
     args = parser.parse_args(argv)
     if not args.dataset:
@@ -218,7 +220,7 @@ def main(argv=None):
             unfinished.append(f"{bench.label}: {missing} answers missing ({why})")
             continue
         result = bench.result()
-        write_result(bench.output, result)
+        write_result(bench.output, result, records=args.records)
         print(f"{summary_line(result)} -> {bench.output}", flush=True)
     if unfinished:
         for line in unfinished:

@@ -97,7 +97,8 @@ def main(argv=None):
         for k, run in runs.items():
             result = run.evaluate(generate)
             write_result(folder / f"fold_{k}.json", {**result, "fold": k, "folds": args.folds,
-                                                     "fold_seed": args.fold_seed})
+                                                     "fold_seed": args.fold_seed},
+                         records=args.records)
     summary = summarize(folder, args.folds, args.fold_seed)
     if summary is not None:
         atomic_write_json(folder / "summary.json", summary)

@@ -64,7 +64,7 @@ def screening_result(result: dict) -> dict:
             "results": records}
 
 
-def write_outputs(folder: Path, rows: list[dict], screening: dict) -> None:
+def write_outputs(folder: Path, rows: list[dict], screening: dict, records: str = "inline") -> None:
     by_id = {str(r["id"]): r for r in screening["results"]}
     mixed, non_mixed = [], []
     for row in rows:
@@ -73,7 +73,8 @@ def write_outputs(folder: Path, rows: list[dict], screening: dict) -> None:
         (mixed if record["class"] == "mixed" else non_mixed).append(out)
     atomic_write_jsonl(folder / "mixed.jsonl", mixed)
     atomic_write_jsonl(folder / "non_mixed.jsonl", non_mixed)
-    write_result(folder / "screening.json", screening)  # last: its presence means "complete"
+    # last: its presence means "complete"
+    write_result(folder / "screening.json", screening, records=records)
     c = screening["classes"]
     print(f"{len(rows)} questions: {c['mixed']} mixed, {c['all_correct']} all correct, "
           f"{c['all_wrong']} all wrong; wrote {folder}/mixed.jsonl, non_mixed.jsonl, screening.json")
@@ -95,7 +96,7 @@ def main(argv=None):
     if args.merge:
         shards = load_shards(output, fingerprint)
         merged = merged_model_result(rows, shards, "screening")
-        write_outputs(folder, rows, screening_result(merged))
+        write_outputs(folder, rows, screening_result(merged), args.records)
         return 0
 
     shard = resolve_shard(args.shard)
@@ -110,9 +111,9 @@ def main(argv=None):
     with engine:
         screening = screening_result(run.evaluate(model_generator(engine, tokenizer, settings)))
     if shard[1] == 1:
-        write_outputs(folder, rows, screening)
+        write_outputs(folder, rows, screening, args.records)
     else:
-        written = write_result(output, screening, shard, fingerprint)
+        written = write_result(output, screening, shard, fingerprint, records=args.records)
         print(f"wrote {written}; run --merge once every shard has finished")
     return 0
 

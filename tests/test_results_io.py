@@ -1,12 +1,17 @@
-"""Result files: the plain summary beside its gzipped records, read back whole; the study's
-eval_$RUN_NAME.json units; old committed files and new ones read to the same fractions."""
+"""Result files: by default one JSON with the record lists inline (the study's
+eval_$RUN_NAME.json, read with json.load), or with --records gzip the plain summary beside its
+gzipped records, read back whole; the study's units; old committed files and new ones read to
+the same fractions."""
 import gzip
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from eval_helpers import adapter, write_rows  # noqa: F401
 
-from relrl.data.dataset_io import DatasetError
+from relrl.data.dataset_io import DatasetError, load_dataset
 from relrl.evaluation.model_results import compare_models, model_result
 from relrl.evaluation.results_io import pair_accuracies, read_result, records_path, write_result
 from relrl.evaluation.settings import EvalSettings
@@ -30,10 +35,37 @@ def pair(**kw) -> dict:
                           n_boot=50, **kw)
 
 
-def test_records_go_to_a_gzip_beside_a_plain_summary_and_read_back_whole(tmp_path):
+def test_by_default_the_record_lists_are_inline_as_the_study_wrote_them(tmp_path):
     result = pair()
     path = tmp_path / "eval_x.json"
     write_result(path, result)
+    with open(path) as handle:
+        plain = json.load(handle)
+    assert plain == json.loads(json.dumps(result)) and "records" not in plain
+    assert [r["id"] for r in plain["base_results"]] == ["q0", "q1", "q2", "q3"]
+    assert [r["correct"] for r in plain["ft_results"]] == [True, True, False, True]
+    assert not records_path(path).exists()
+    assert read_result(path) == result
+
+
+def test_an_inline_write_removes_the_records_an_earlier_compact_write_left(tmp_path):
+    path = tmp_path / "eval_x.json"
+    write_result(path, pair(), records="gzip")
+    assert records_path(path).exists()
+    write_result(path, pair())
+    assert not records_path(path).exists() and "base_results" in json.loads(path.read_text())
+
+
+def test_an_unknown_layout_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="records: one of inline, gzip"):
+        write_result(tmp_path / "x.json", pair(), records="zip")
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_records_go_to_a_gzip_beside_a_plain_summary_and_read_back_whole(tmp_path):
+    result = pair()
+    path = tmp_path / "eval_x.json"
+    write_result(path, result, records="gzip")
     assert records_path(path) == tmp_path / "eval_x.records.json.gz"
     summary = json.loads(path.read_text())
     assert not {"base_results", "ft_results"} & set(summary)
@@ -43,13 +75,13 @@ def test_records_go_to_a_gzip_beside_a_plain_summary_and_read_back_whole(tmp_pat
         "base_results", "ft_results", "base.results", "finetuned.results"]
     assert read_result(path) == result
     before = (path.read_bytes(), records_path(path).read_bytes())
-    write_result(path, read_result(path))  # same records, same bytes (no gzip timestamp)
+    write_result(path, read_result(path), records="gzip")  # same bytes (no gzip timestamp)
     assert (path.read_bytes(), records_path(path).read_bytes()) == before
 
 
 def test_a_model_result_and_a_file_without_records_file(tmp_path):
     alone = model("base", [True, False])
-    write_result(tmp_path / "m.json", alone)
+    write_result(tmp_path / "m.json", alone, records="gzip")
     assert read_result(tmp_path / "m.json") == alone
     inline = tmp_path / "old.json"  # the layout written before: records inline
     inline.write_text(json.dumps(alone))
@@ -57,8 +89,8 @@ def test_a_model_result_and_a_file_without_records_file(tmp_path):
 
 
 def test_missing_or_foreign_records_are_refused(tmp_path):
-    write_result(tmp_path / "a.json", pair())
-    write_result(tmp_path / "b.json", model("base", [False]))
+    write_result(tmp_path / "a.json", pair(), records="gzip")
+    write_result(tmp_path / "b.json", model("base", [False]), records="gzip")
     records_path(tmp_path / "b.json").replace(records_path(tmp_path / "a.json"))
     with pytest.raises(DatasetError, match=r"a\.records\.json\.gz: not the records a\.json was written with"):
         read_result(tmp_path / "a.json")
@@ -103,3 +135,44 @@ def test_every_committed_evaluation_reads_with_all_its_records(path):
         assert len(data[side]["results"]) == data[side]["n"] == data["n"]
     assert [r["id"] for r in data["base_results"]] == [r["id"] for r in data["base"]["results"]]
     assert len(data["ft_results"]) == data["n"]
+
+
+# ------------------------------------------------------------- the scripts, as a user runs them
+
+def evaluate(script: str, out: Path, *args) -> None:
+    cmd = [sys.executable, str(ROOT / "evaluation" / f"{script}.py"), "--model", "tiny-random",
+           "--max-new-tokens", "8", *map(str, args), "--output", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_fresh_evaluation_is_the_studys_json_and_gzip_is_the_compact_layout(tmp_path, adapter):
+    """The study's eval_$RUN_NAME.json: json.load gives base_results and ft_results; --records
+    gzip writes the compact layout instead, and read_result reads both to the same records."""
+    data = write_rows(tmp_path / "d.jsonl", 3)
+    common = ["--adapter", adapter, "--dataset", data]
+    inline, compact = tmp_path / "eval_inline.json", tmp_path / "eval_compact.json"
+    evaluate("evaluate_single", inline, *common)
+    evaluate("evaluate_single", compact, *common, "--records", "gzip")
+
+    with open(inline) as handle:
+        study = json.load(handle)
+    ids = [row["id"] for row in load_dataset(data)]
+    assert [r["id"] for r in study["base_results"]] == [r["id"] for r in study["ft_results"]] == ids
+    assert {"correct", "extracted", "target"} <= set(study["ft_results"][0])
+    assert len(study["base"]["results"]) == len(study["finetuned"]["results"]) == 3
+    assert not records_path(inline).exists()
+
+    summary = json.loads(compact.read_text())
+    assert "base_results" not in summary and "ft_results" not in summary
+    assert summary["records"]["lists"] == ["base_results", "ft_results", "base.results",
+                                           "finetuned.results"]
+    whole = read_result(compact)
+    assert whole == read_result(inline) == study
+
+    # the adapter against those base results: its own ft_results inline too
+    only = tmp_path / "eval_only.json"
+    evaluate("evaluate_finetuned_only", only, *common, "--base-results", compact)
+    with open(only) as handle:
+        again = json.load(handle)
+    assert again["ft_results"] == study["ft_results"] and again["base_results"] == study["base_results"]

@@ -11,6 +11,7 @@ from relrl.data.dataset_io import load_dataset, questions_fingerprint
 from relrl.engines import TOP_K_HELP, add_engine_args
 from relrl.evaluation.guess_baselines import describe, score_baselines, with_baselines
 from relrl.evaluation.model_results import compare_models, load_model_result, with_records
+from relrl.evaluation.results_io import add_records_arg
 from relrl.evaluation.runner import ModelRun, check_rows, model_generator, progress_path
 from relrl.evaluation.settings import EvalSettings, check_sampling_values, check_tool_values
 from relrl.evaluation.shards import (
@@ -86,6 +87,7 @@ def add_eval_args(parser, *, samples: int = 1, temperature: float = 1.0, shards:
     parser.add_argument("--max-questions", type=positive_int("--max-questions"), default=None,
                         help="only the first N questions of the dataset (a quick look)")
     add_tool_args(parser)
+    add_records_arg(parser)
     add_load_args(parser, unsloth=False)
     add_engine_args(parser)
     if shards:
@@ -215,7 +217,8 @@ def run_cli(args, rows: list[dict]) -> int:
             base = with_records(base_file, base_file["results"]) if base_file else \
                 merged_model_result(rows, [s["base"] for s in shards], "base")
             result = compare_models(base, ft, run_name=env_default("RUN_NAME", None))
-        write_result(output, add_baselines(result, rows, train_rows, settings, args.baseline_train))
+        write_result(output, add_baselines(result, rows, train_rows, settings, args.baseline_train),
+                     records=args.records)
         print(f"merged {len(shards)} shards into {output}")
         return 0
 
@@ -253,6 +256,6 @@ def run_cli(args, rows: list[dict]) -> int:
                   f"b10={result['mcnemar_b10']}, {result['test']} p={result['p_value']:.3g}")
     if shard[1] == 1:  # a shard's part is not the evaluated set: --merge scores the whole
         result = add_baselines(result, part, train_rows, settings, args.baseline_train)
-    written = write_result(output, result, shard, fingerprint)
+    written = write_result(output, result, shard, fingerprint, records=args.records)
     print(f"wrote {written}" + ("; run --merge once every shard has finished" if shard[1] > 1 else ""))
     return 0

@@ -1,11 +1,16 @@
-"""Result files on disk: a plain JSON summary beside its gzipped per-question records.
+"""Result files on disk, in one of two layouts (`write_result(..., records=...)`, the scripts'
+`--records` flag):
 
-`X.json` holds everything but the record lists (what people, diffs and the study's table
-scripts read); `X.records.json.gz` holds the lists, keyed by where they sit ("results",
-"base_results", "base.results", ...). The summary's "records" entry names those places and the
-gzip's SHA-256, so a summary never pairs with records another run wrote, and two runs that
-agree write the same bytes whatever the file is called. `read_result` gives back the whole
-object; a file that holds its records inline reads as it is.
+- inline (the default): one JSON file holding everything, the per-question record lists
+  included, as the study's `eval_$RUN_NAME.json` had them (`json.load(f)["base_results"]`).
+- gzip (the compact layout the repository commits): `X.json` holds everything but the record
+  lists (what people, diffs and the study's table scripts read); `X.records.json.gz` holds the
+  lists, keyed by where they sit ("results", "base_results", "base.results", ...). The
+  summary's "records" entry names those places and the gzip's SHA-256, so a summary never
+  pairs with records another run wrote, and two runs that agree write the same bytes whatever
+  the file is called.
+
+`read_result` gives back the whole object from either layout.
 
 Pair files also carry the study's `eval_$RUN_NAME.json` fields in the study's units (percent
 rounded to 0.1, delta in points) from schema version 2 on; files without `schema_version` hold
@@ -28,6 +33,17 @@ PAIR_SCHEMA_VERSION = 2
 RECORDS_KEY = "records"
 # where a model result, a screening result or a pair file keeps its record lists
 RECORD_LISTS = ("results", "base_results", "ft_results", "base.results", "finetuned.results")
+# --records: the lists inside the JSON (the study's layout), or in a gzip beside a summary
+RECORDS_LAYOUTS = ("inline", "gzip")
+
+
+def add_records_arg(parser) -> None:
+    """--records, the layout a script writes its result files in (write_result)."""
+    parser.add_argument("--records", choices=RECORDS_LAYOUTS, default="inline",
+                        help="inline: the per-question record lists (base_results, ft_results, "
+                        "results) inside the result JSON, as the study's eval_$RUN_NAME.json had "
+                        "them (default); gzip: the compact layout results/ commits, a JSON summary "
+                        "beside X.records.json.gz, whose SHA-256 it names")
 
 
 def records_path(path: str | os.PathLike) -> Path:
@@ -52,9 +68,19 @@ def _split(result: dict) -> tuple[dict, dict]:
     return summary, lists
 
 
-def write_result(path: str | os.PathLike, result: dict) -> None:
-    """Write `result` as X.json plus X.records.json.gz (the summary last, so a summary on disk
-    always names records already written). Same records, same bytes: no timestamp in the gzip."""
+def write_result(path: str | os.PathLike, result: dict, *, records: str = "inline") -> None:
+    """Write `result` as one JSON file with its record lists inline (`records="inline"`, the
+    study's layout), or as X.json plus X.records.json.gz (`records="gzip"`; the summary last,
+    so a summary on disk always names records already written; same records, same bytes: no
+    timestamp in the gzip). A records file that an earlier compact write left beside an inline
+    one is removed, so no stale records sit beside a result."""
+    if records not in RECORDS_LAYOUTS:
+        raise ValueError(f"records: one of {', '.join(RECORDS_LAYOUTS)}, got {records!r}")
+    if records == "inline":
+        whole = {key: value for key, value in result.items() if key != RECORDS_KEY}
+        atomic_write_json(path, whole)
+        records_path(path).unlink(missing_ok=True)
+        return
     summary, lists = _split(result)
     summary.pop(RECORDS_KEY, None)
     if lists:

@@ -88,12 +88,13 @@ def merged_model_result(rows: Sequence[dict], shard_results: Sequence[dict], wha
 
 
 def write_result(path: str | Path, result: dict, shard: tuple[int, int] | None = None,
-                 fingerprint: str | None = None) -> Path:
-    """Write the final result, or a shard file carrying what --merge checks."""
+                 fingerprint: str | None = None, *, records: str = "inline") -> Path:
+    """Write the final result, or a shard file carrying what --merge checks, in the `records`
+    layout (results_io.write_result: "inline" or "gzip")."""
     path = Path(path)
     if shard is not None and shard[1] > 1:
         result = {**result, "shard": {"index": shard[0], "count": shard[1],
                                       "dataset_fingerprint": fingerprint}}
         path = shard_path(path, *shard)
-    results_io.write_result(path, result)
+    results_io.write_result(path, result, records=records)
     return path

@@ -24,7 +24,7 @@ run() {  # name, extra SFT flags...
   cp "$SCRATCH/$name/all/statistics.json" "$OUT/$name/sft_statistics.json"
   "$PY" evaluation/evaluate_finetuned_only.py --base-results "$V2/seed-22/eval/retention/sft_warm_start.json" \
     --model tiny-tool --dataset "$DATA/retention.jsonl" --seed 1022 --max-new-tokens 120 --micro-batch 64 \
-    --baseline-train "$DATA/train.jsonl" --rollout-engine hf "${COMMON[@]}" \
+    --baseline-train "$DATA/train.jsonl" --rollout-engine hf --records gzip "${COMMON[@]}" \
     --adapter "$SCRATCH/$name/adapters/all" --label "SFT, $name" --output "$OUT/$name/retention.json"
 }
 run one_epoch --epochs 1
