@@ -1,2 +1,3 @@
 """The study's reporting, outside the library: demo and replication reports, the re-analysis, plots,
-and the demo pipeline's bookkeeping (stage_inputs, stage_times)."""
+the demo pipeline's stages (demo_stages, under demo.py) and its bookkeeping (stage_inputs,
+stage_times)."""

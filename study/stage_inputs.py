@@ -24,6 +24,10 @@ from relrl.modeling.loading import ADAPTER_WEIGHT_FILES
 
 FILE_NAME = "stage_inputs.json"
 ADAPTER_FILES = ("adapter_config.json", *ADAPTER_WEIGHT_FILES)
+# Flags (each with one value) that choose how a result is laid out on disk, never what it holds:
+# left out when two commands are compared, so a result written before the demo asked for
+# `--records gzip` (the layout it had then by default) stays done.
+LAYOUT_FLAGS = ("--records",)
 
 
 def digest(path: Path) -> str | None:
@@ -60,9 +64,31 @@ def inputs_of(args: list, result: Path, shown: Callable[[object], str] = str) ->
                       if isinstance(a, Path) and not is_output(a)}}
 
 
+def result_command(command: list | None) -> list | None:
+    """A recorded command without its layout flags (LAYOUT_FLAGS): what the result depends on."""
+    if command is None:
+        return None
+    kept, skip = [], False
+    for arg in command:
+        if skip:
+            skip = False
+        elif arg in LAYOUT_FLAGS:
+            skip = True
+        else:
+            kept.append(arg)
+    return kept
+
+
+def same_inputs(before: dict | None, now: dict) -> bool:
+    """Whether two inputs_of records make the same result: the same files, and the same command
+    but for its layout flags."""
+    return before is not None and not changed(before, now)
+
+
 def changed(before: dict, now: dict) -> list[str]:
     """What differs between two inputs_of records: "command" and the input paths."""
-    out = ["command"] if before.get("command") != now["command"] else []
+    out = ["command"] if result_command(before.get("command")) != result_command(now["command"]) \
+        else []
     files = before.get("files", {})
     return out + sorted(k for k in {*files, *now["files"]} if files.get(k) != now["files"].get(k))
 
@@ -86,4 +112,4 @@ class Ledger:
 
 def made_from(entry: dict | None, inputs: dict) -> bool:
     """Whether a ledger entry is a finished run from exactly these inputs."""
-    return bool(entry and entry.get("finished") and entry.get("inputs") == inputs)
+    return bool(entry and entry.get("finished") and same_inputs(entry.get("inputs"), inputs))

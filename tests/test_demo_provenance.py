@@ -105,7 +105,7 @@ def test_a_stage_stopped_on_the_same_inputs_resumes_and_on_other_inputs_starts_a
     write_adapter(adapter, "checkpoint A")
     progress = target.with_name(target.name + ".finetuned.progress.jsonl")
     args = ["-c", EVAL, adapter, target]
-    inputs = stage_inputs.inputs_of(args, target, demo._shown)
+    inputs = stage_inputs.inputs_of(args, target, demo.shown)
     d.record("eval", inputs, finished=False, code="x")  # begun, then killed with 2 done
     progress.write_text("header\nq1\n")
     d.run("eval", args, done=target)
@@ -139,3 +139,20 @@ def test_digest_of_an_adapter_folder_reads_its_config_and_weights_only(tmp_path)
     (tmp_path / "ckpt" / "adapter_model.safetensors").write_text("other weights")
     assert stage_inputs.digest(tmp_path / "ckpt") != before
     assert stage_inputs.digest(tmp_path / "missing") is None
+
+
+def test_asking_for_another_layout_of_a_finished_result_does_not_make_it_again(tmp_path):
+    """Results the demo evaluated before it asked for --records gzip (the compact layout, the
+    scripts' default then) stay done: the layout is not an input of a result."""
+    d = demo.Demo(fast=True, seed=0, work=tmp_path, out=tmp_path / "out", lanes=1)
+    done, data = tmp_path / "eval.json", tmp_path / "holdout.jsonl"
+    data.write_text("questions\n")
+    before = ["evaluation/evaluate_single.py", "--dataset", data, "--output", done]
+    d.record("eval", stage_inputs.inputs_of(before, done, str), finished=True, code="x")
+    done.write_text("{}")
+    now = [*before[:-2], "--records", "gzip", *before[-2:]]
+    assert d.command_for("eval", now, done, stage_inputs.inputs_of(now, done, str)) is None
+    other = [*before[:-2], "--seed", "1", *before[-2:]]  # a flag that changes the result does
+    assert d.command_for("eval", other, done, stage_inputs.inputs_of(other, done, str)) == other
+    assert stage_inputs.changed(stage_inputs.inputs_of(before, done, str),
+                                stage_inputs.inputs_of(other, done, str)) == ["command"]

@@ -6,6 +6,8 @@ import pytest
 
 import demo
 from study.demo_report import splice_results_md
+from study.demo_stages import pipeline as demo_pipeline
+from study.demo_stages import report as report_stage
 
 START, END = demo.RESULTS_START, demo.RESULTS_END
 
@@ -118,8 +120,8 @@ def test_a_results_md_without_markers_is_left_untouched(tmp_path):
 
 @pytest.mark.parametrize("fast", [False, True])
 def test_only_the_full_demo_writes_its_report_into_results_md(tmp_path, monkeypatch, fast):
-    monkeypatch.setattr(demo, "ROOT", tmp_path)
-    monkeypatch.setattr(demo, "build_report", lambda out, **kw: REPORT)
+    monkeypatch.setattr(report_stage, "ROOT", tmp_path)  # RESULTS.md under tmp_path
+    monkeypatch.setattr(report_stage, "build_report", lambda out, **kw: REPORT)
     (tmp_path / "RESULTS.md").write_text(RESULTS)
     out = tmp_path / "results"
     out.mkdir()
@@ -138,6 +140,37 @@ def test_a_training_run_that_a_signal_stopped_is_not_done(tmp_path):
     assert demo.finished(stats)
     (tmp_path / "adapter").mkdir()
     assert demo.finished(tmp_path / "adapter")
+
+
+@pytest.mark.parametrize("status, stats", [
+    (75, {"stopped_by": "SIGTERM"}),  # the trainers' "stopped, resume later"
+    (75, {}),                         # the status alone says it
+    (0, {"stopped_by": "SIGUSR1"}),   # as trainers stopped before they exited 75
+])
+def test_a_script_a_signal_stopped_is_resumed_later_not_failed_nor_done(tmp_path, status, stats):
+    from study import stage_times
+    d = demo.Demo(fast=True, seed=0, work=tmp_path, out=tmp_path / "out", lanes=1)
+    (tmp_path / "logs").mkdir()
+    done = tmp_path / "statistics.json"
+    script = f"import json, sys; open({str(done)!r}, 'w').write(json.dumps({stats!r})); sys.exit({status})"
+    with pytest.raises(SystemExit) as stop:
+        d.run("grpo_exp7", ["-c", script], done=done)
+    assert str(stop.value) == (f"[demo] grpo_exp7 stopped before finishing (exit {status}); run "
+                               "the same command again to resume it")
+    [record] = stage_times.read(tmp_path / "out" / stage_times.FILE_NAME)
+    assert record["status"] == "stopped" and d.ledger.get("grpo_exp7")["finished"] is False
+    assert demo_pipeline.EXIT_STOPPED == 75
+
+
+def test_a_training_run_its_health_check_stopped_fails_with_exit_3(tmp_path):
+    d = demo.Demo(fast=True, seed=0, work=tmp_path, out=tmp_path / "out", lanes=1)
+    (tmp_path / "logs").mkdir()
+    done = tmp_path / "statistics.json"
+    script = (f"import sys; open({str(done)!r}, 'w').write('{{\"stopped_by\": \"unhealthy:0.9\"}}'); "
+              "print('unhealthy'); sys.exit(3)")
+    with pytest.raises(SystemExit, match=r"(?s)grpo_exp7 failed \(exit 3\).*unhealthy"):
+        d.run("grpo_exp7", ["-c", script], done=done)
+    assert not demo.finished(done) and d.ledger.get("grpo_exp7")["finished"] is False
 
 
 # Stands in for a training script: on SIGTERM it "checkpoints" and exits 0 without finishing.

@@ -68,7 +68,7 @@ def test_ctrl_c_during_a_stage_stops_its_script_and_records_the_attempt(tmp_path
             return super().wait(timeout)
 
     d = demo.Demo(fast=True, seed=0, work=tmp_path, out=tmp_path / "out", lanes=1)
-    monkeypatch.setattr(demo.subprocess, "Popen", InterruptedWait)
+    monkeypatch.setattr(subprocess, "Popen", InterruptedWait)  # the stage runner's
     (tmp_path / "logs").mkdir()
     with pytest.raises(KeyboardInterrupt):
         d.run("train", ["-c", "import time; time.sleep(120)"])

@@ -1,0 +1,58 @@
+"""Stage `screen`: the base model samples each question screen_samples times (screen_v4.py).
+
+  <work>/screen/{mixed,non_mixed}.jsonl           the training pool: mixed ones train GRPO,
+                                                  the others SFT, as in the study
+  <work>/screen_holdout/{mixed,non_mixed}.jsonl   the holdout: its mixed part is the held-out
+                                                  mixed-style test set
+  <work>/data/retention.jsonl                     with retention_min_score: holdout questions
+                                                  the base got right often
+
+With --jobs N each set runs as N shards side by side, merged after; merged shards are the
+unsharded result (per-question seeds).
+"""
+from __future__ import annotations
+
+from relrl.data.dataset_io import atomic_write_jsonl, load_dataset
+from relrl.evaluation.retention import select_retention
+from study.demo_stages.pipeline import MICRO_BATCH, Pipeline
+
+
+class ScreeningStage(Pipeline):
+    def screen(self) -> None:
+        c, d = self.cfg, self.work / "data"
+        common = ["--model", self.cfg.model, "--samples", c.screen_samples, "--seed", self.seed,
+                  "--max-new-tokens", c.max_new_tokens, "--micro-batch", MICRO_BATCH,
+                  *self.engine, *self.rule, *self.tools]
+        # The training pool splits into mixed (GRPO) and non-mixed (SFT), as in the study;
+        # the holdout is screened too, so its mixed part is a held-out "mixed-style" test set.
+        # Each set in --jobs shards, merged after, so the lanes finish together; merged shards
+        # are the unsharded result (per-question seeds).
+        shards, merges = [], []
+        for name, source in (("screen_holdout", "holdout.jsonl"), ("screen", "train.jsonl")):
+            out = self.work / name
+            out.mkdir(exist_ok=True)
+            args = ["evaluation/screen_v4.py", "--dataset", d / source, "--output-dir", out, *common]
+            if self.lanes == 1:
+                shards.append((name, args, out / "mixed.jsonl"))
+                continue
+            shards += [(f"{name}_{i}of{self.lanes}", [*args, "--shard", f"{i}/{self.lanes}"],
+                        out / "mixed.jsonl") for i in range(self.lanes)]
+            merges.append((f"{name}_merge", [*args, "--merge"], out / "mixed.jsonl"))
+        self.run_side_by_side(shards)
+        self.run_side_by_side(merges)
+        if self.cfg.retention_min_score is not None:
+            self.retention_set()
+
+    def retention_set(self) -> None:
+        """data/retention.jsonl: holdout questions the base screened right often
+        (relrl.evaluation.retention)."""
+        d, screened = self.work / "data", self.work / "screen_holdout"
+        rows = select_retention(load_dataset(d / "holdout.jsonl"),
+                                [*load_dataset(screened / "mixed.jsonl"),
+                                 *load_dataset(screened / "non_mixed.jsonl")],
+                                self.cfg.retention_min_score)
+        if not rows:
+            raise SystemExit(f"[demo] retention: no holdout question was screened right "
+                             f"{self.cfg.retention_min_score}+ times; the holdout is too small")
+        atomic_write_jsonl(d / "retention.jsonl", rows)
+        self.say(f"retention: {len(rows)} questions in {len({r['group'] for r in rows})} groups")
