@@ -133,7 +133,8 @@ def loads_json(text: str | bytes, source: str, *, first_line: int | None = None,
                 raise refuse(f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         if not isinstance(text, str):
             raise refuse(f"expected JSON text, got {type(text).__name__}")
-        if nesting_depth(text) > max_depth:
+        # the scan only where the brackets alone could pass the bound (str.count is cheap)
+        if text.count("[") + text.count("{") > max_depth and nesting_depth(text) > max_depth:
             raise refuse(f"JSON nested deeper than {max_depth} levels",
                          _too_deep_at(text, max_depth))
         hooks = _number_hooks(max_int_digits, max_number_chars)
