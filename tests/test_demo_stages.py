@@ -232,3 +232,23 @@ def test_ctrl_c_ends_the_demo_with_a_resume_hint_and_restores_the_signal_handler
     with pytest.raises(SystemExit, match="interrupted: run the same command again to resume"):
         demo.run_stages(d, None)
     assert d.stop_signal == "SIGINT" and signal.getsignal(signal.SIGTERM) is before
+
+
+def test_the_demo_writes_results_in_the_compact_layout_results_keeps(tmp_path, monkeypatch):
+    """The scripts write record lists inline by default (the study's JSON); the demo's results
+    and its screening (the redone replication commits its work folder) ask for --records gzip."""
+    seen = []
+    monkeypatch.setattr(demo.Demo, "run", lambda self, stage, args, done=None, processes=1:
+                        seen.append([str(a) for a in args]))
+    monkeypatch.setattr(demo.Demo, "run_side_by_side", lambda self, jobs, lanes=None:
+                        [self.run(*job) for job in jobs])
+    monkeypatch.setattr(demo.Demo, "models", lambda self: {"SFT": tmp_path / "sft",
+                                                           "GRPO": tmp_path / "grpo"})
+    monkeypatch.setattr(demo.Demo, "heldout_from_holdout", lambda self: None)
+    d = demo.Demo(fast=True, seed=0, work=tmp_path, out=tmp_path / "out", lanes=2)
+    d.screen()
+    d.evaluate()
+    scripts = [c[0] for c in seen]
+    assert {"evaluation/screen_v4.py", "evaluation/evaluate_single.py",
+            "evaluation/evaluate_finetuned_only.py"} == set(scripts)
+    assert all(c[c.index("--records") + 1] == "gzip" for c in seen)

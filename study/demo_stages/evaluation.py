@@ -18,11 +18,9 @@ from relrl.evaluation.guess_baselines import rescore, with_baselines
 from relrl.evaluation.model_results import compare_models, with_records
 from relrl.evaluation.results_io import read_result, write_result
 from study.demo_report import slug
-from study.demo_stages.pipeline import MICRO_BATCH, Pipeline, shown
+from study.demo_stages.pipeline import MICRO_BATCH, RECORDS, Pipeline, shown
 
 K_SETS = ("heldout", "retention")  # the sets sampled eval_samples times per question
-# results/ keeps result files small: a summary beside its gzipped records (results_io)
-RECORDS = "gzip"
 
 
 class EvaluationStage(Pipeline):

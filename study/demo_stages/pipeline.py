@@ -42,6 +42,10 @@ SETTINGS_FILE = "pipeline.yaml"  # the resolved settings, beside the run; --reci
 # Sequences per generate call: a tiny model on a CPU is bound by per-token overhead, so bigger
 # batches are faster; it never changes a result (per-question seeds).
 MICRO_BATCH = 64
+# Result files with per-question records in the compact layout results/ commits, a summary
+# beside its gzipped records (--records gzip, docs/evaluation.md): the evaluations, and
+# screening, whose work folder the redone replication commits.
+RECORDS = "gzip"
 # The exit status of a script that a signal stopped before it finished (it checkpointed; the
 # same command resumes it): sysexits.h's EX_TEMPFAIL, which the trainers are to exit with.
 EXIT_STOPPED = 75

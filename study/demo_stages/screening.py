@@ -8,13 +8,14 @@
                                                   the base got right often
 
 With --jobs N each set runs as N shards side by side, merged after; merged shards are the
-unsharded result (per-question seeds).
+unsharded result (per-question seeds). screening.json, every completion, is written in the
+compact layout (--records gzip), as the redone replication commits its work folder.
 """
 from __future__ import annotations
 
 from relrl.data.dataset_io import atomic_write_jsonl, load_dataset
 from relrl.evaluation.retention import select_retention
-from study.demo_stages.pipeline import MICRO_BATCH, Pipeline
+from study.demo_stages.pipeline import MICRO_BATCH, RECORDS, Pipeline
 
 
 class ScreeningStage(Pipeline):
@@ -22,7 +23,7 @@ class ScreeningStage(Pipeline):
         c, d = self.cfg, self.work / "data"
         common = ["--model", self.cfg.model, "--samples", c.screen_samples, "--seed", self.seed,
                   "--max-new-tokens", c.max_new_tokens, "--micro-batch", MICRO_BATCH,
-                  *self.engine, *self.rule, *self.tools]
+                  *self.engine, *self.rule, *self.tools, "--records", RECORDS]
         # The training pool splits into mixed (GRPO) and non-mixed (SFT), as in the study;
         # the holdout is screened too, so its mixed part is a held-out "mixed-style" test set.
         # Each set in --jobs shards, merged after, so the lanes finish together; merged shards
