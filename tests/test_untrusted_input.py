@@ -362,3 +362,17 @@ def test_property_loads_yaml_is_safe_load_or_one_error(text):
     except Exception:  # noqa: BLE001 - refusals are checked above; this is the reference only
         return
     assert repr(got) == repr(expected)
+
+
+def test_a_huge_value_is_never_echoed_whole(tmp_path, capsys):
+    """Past the reader, a settings error may quote the value; the script's one line is cut."""
+    from relrl.rl import grpo_main
+    long_list = write(tmp_path / "long.yaml", "num_generations: [" + ", ".join(["abc"] * 30_000)
+                      + "]\n")
+    for argv in (["--config", str(long_list)], ["--num-generations", HUGE]):
+        with pytest.raises(SystemExit) as info:
+            run_main(lambda: grpo_main.main("exp10", [*argv, "--model", "tiny-random",
+                                                      "--output-dir", str(tmp_path / "out")]))
+        err = capsys.readouterr().err.strip()
+        assert info.value.code == 2 and "\n" not in err and len(err) < 1100, err[:200]
+    assert not (tmp_path / "out").exists()

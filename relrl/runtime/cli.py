@@ -29,7 +29,12 @@ def env_default(name: str, default, cast: Callable = str):
         raise UsageError(f"environment variable {name}={raw!r}: {exc}") from None
 
 
+MESSAGE_LIMIT = 1000  # an error line echoing a huge value (a flag, a recipe's list) is cut here
+
+
 def fail(message: str, code: int = 2) -> None:
+    if len(message) > MESSAGE_LIMIT:
+        message = f"{message[:MESSAGE_LIMIT]}… ({len(message) - MESSAGE_LIMIT} more characters)"
     print(f"error: {message}", file=sys.stderr, flush=True)
     sys.exit(code)
 
