@@ -136,6 +136,12 @@ def test_an_alias_bomb_is_refused_at_once_in_one_short_line(tmp_path):
     assert message.startswith(f"{recipe}:3: YAML aliases are not allowed") and "lol" not in message
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
+def test_an_endless_recipe_is_read_no_further_than_the_bound():
+    with pytest.raises(UsageError, match="^/dev/zero: larger than the 262144 bytes"):
+        read_recipe("/dev/zero")
+
+
 def test_yaml_bounds_integers_nesting_and_tags(tmp_path):
     with pytest.raises(UntrustedInputError, match=r"^r.yaml: an integer of 4301 digits .* line 2"):
         loads_yaml("seed: 1\nbatch: " + HUGE, "r.yaml")

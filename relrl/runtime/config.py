@@ -27,7 +27,7 @@ import yaml
 
 from relrl.runtime.checkpointing import list_checkpoints, prepare_output_dir
 from relrl.runtime.cli import ArgumentParser, UsageError, positive_int
-from relrl.untrusted import UntrustedInputError, loads_yaml
+from relrl.untrusted import MAX_YAML_BYTES, UntrustedInputError, loads_yaml
 
 CONFIG_FILE = "config.yaml"
 # --load-in-4bit: the word on the command line -> load_model's load_in_4bit
@@ -162,8 +162,12 @@ def _coerce(value, kind: type, optional: bool, choices, where: str):
 def read_recipe(path: str | os.PathLike) -> dict:
     """A recipe file as a mapping; bad YAML is a one-line error naming the file and line."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
+    try:  # a bounded read: --config /dev/zero must not fill the memory
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_YAML_BYTES + 1)
+        if len(raw) > MAX_YAML_BYTES:
+            raise UsageError(f"{path}: larger than the {MAX_YAML_BYTES} bytes a recipe may have")
+        text = raw.decode("utf-8")
     except FileNotFoundError:
         raise UsageError(f"--config: no such file {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
