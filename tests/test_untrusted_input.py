@@ -134,6 +134,10 @@ def test_an_alias_bomb_is_refused_at_once_in_one_short_line(tmp_path):
     assert time.perf_counter() - start < 2
     message = one_line(info.value, within=500)
     assert message.startswith(f"{recipe}:3: YAML aliases are not allowed") and "lol" not in message
+    huge = write(tmp_path / "huge.yaml", "learning_rate: 1.0e-5\nseed: " + HUGE + "\n")
+    with pytest.raises(UsageError) as info:
+        read_recipe(huge)
+    assert one_line(info.value) == f"{huge}:2: an integer of 4301 digits (at most 4300)"
 
 
 @pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="no /dev/zero")
