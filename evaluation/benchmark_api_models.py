@@ -27,13 +27,14 @@ from relrl.evaluation.api_jobs import run_jobs
 from relrl.evaluation.model_results import model_result, summary_line
 from relrl.evaluation.results_io import add_records_arg
 from relrl.evaluation.runner import Progress, check_rows, progress_path, score_question
-from relrl.evaluation.settings import EvalSettings
+from relrl.evaluation.settings import EvalSettings, eval_range
 from relrl.evaluation.shards import write_result
 from relrl.runtime.cli import (
     ArgumentParser,
     UsageError,
     add_tolerance_rule_arg,
     env_default,
+    number_type,
     positive_int,
     run_main,
 )
@@ -60,16 +61,19 @@ def parse_args(argv=None):
                         help="name in tables (one model only; default: the model id)")
     parser.add_argument("--samples", type=positive_int("--samples"), default=1,
                         help="answers per question (default 1)")
-    parser.add_argument("--temperature", type=float, default=None,
+    # an API takes 0 (greedy), which a local sampler cannot
+    parser.add_argument("--temperature", type=number_type("--temperature", float, ">= 0"),
+                        default=None,
                         help="sampling temperature (default: not sent, the provider's default)")
-    parser.add_argument("--top-p", type=float, default=None, help="nucleus sampling (not sent "
-                                                                  "by default)")
+    parser.add_argument("--top-p", type=number_type("--top-p", float, eval_range("top_p")),
+                        default=None, help="nucleus sampling (not sent by default)")
     parser.add_argument("--max-tokens", type=positive_int("--max-tokens"), default=None,
                         help="completion limit; longer answers count as truncated (not sent by "
                              "default; reasoning models need room)")
-    parser.add_argument("--seed", type=int, default=None,
+    parser.add_argument("--seed", type=number_type("--seed", int, eval_range("seed")), default=None,
                         help="send seed+k with sample k, for providers that honour it")
-    parser.add_argument("--tolerance", type=float, default=0.05,
+    parser.add_argument("--tolerance", type=number_type("--tolerance", float, eval_range("tolerance")),
+                        default=0.05,
                         help="relative tolerance for a correct answer (default 0.05)")
     add_tolerance_rule_arg(parser)
     parser.add_argument("--allow-plain", action=argparse.BooleanOptionalAction, default=True,
@@ -87,12 +91,6 @@ def parse_args(argv=None):
         parser.error("--label names one model; drop it when running several")
     if len(set(args.models)) != len(args.models):
         parser.error("--models: a model is listed twice")
-    if not args.tolerance >= 0:
-        parser.error(f"--tolerance must be >= 0, got {args.tolerance}")
-    if args.temperature is not None and not args.temperature >= 0:
-        parser.error(f"--temperature must be >= 0, got {args.temperature}")
-    if args.top_p is not None and not 0 < args.top_p <= 1:
-        parser.error(f"--top-p must be in (0, 1], got {args.top_p}")
     return args
 
 

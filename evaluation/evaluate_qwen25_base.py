@@ -19,7 +19,7 @@ from relrl.evaluation.results_io import read_result, write_result
 from relrl.evaluation.runner import ModelRun, check_rows, model_generator, progress_path
 from relrl.modeling.loading import check_model_source
 from relrl.models.by_name import open_engine
-from relrl.runtime.cli import ArgumentParser, UsageError, env_default, positive_int, run_main
+from relrl.runtime.cli import ArgumentParser, UsageError, env_default, number_type, positive_int, run_main
 
 DEFAULT_MODEL = "Qwen/Qwen2.5-7B-Instruct"
 
@@ -32,11 +32,13 @@ def parse_args(argv=None):
     parser.add_argument("--output-dir", default=env_default("OUTPUT_DIR", None),
                         help="folder for fold_K.json and summary.json (env OUTPUT_DIR)")
     parser.add_argument("--folds", type=positive_int("--folds"), default=5, help="number of folds (default 5)")
-    parser.add_argument("--fold", type=int,
-                        default=env_default("FOLD", env_default("SLURM_ARRAY_TASK_ID", None, int), int),
+    fold = number_type("--fold", int, ">= 0")
+    task = env_default("SLURM_ARRAY_TASK_ID", None, fold)
+    parser.add_argument("--fold", type=fold, default=env_default("FOLD", task, fold),
                         help="evaluate only this fold (0-based; env FOLD or SLURM_ARRAY_TASK_ID); "
                         "default all folds")
-    parser.add_argument("--fold-seed", type=int, default=0, help="seed of the fold split (default 0)")
+    parser.add_argument("--fold-seed", type=number_type("--fold-seed", int, ">= 0"), default=0,
+                        help="seed of the fold split (default 0)")
     parser.add_argument("--label", default=None, help="model name in tables (default: its name)")
     add_eval_args(parser, shards=False)  # the fold is the unit of parallel work
     args = parser.parse_args(argv)
@@ -44,6 +46,8 @@ def parse_args(argv=None):
         parser.error("--dataset is required (or set DATASET_PATH)")
     if not args.output_dir:
         parser.error("--output-dir is required (or set OUTPUT_DIR)")
+    if args.fold is not None and args.fold >= args.folds:
+        parser.error(f"--fold: must satisfy 0 <= fold < --folds {args.folds}, got {args.fold}")
     return args
 
 

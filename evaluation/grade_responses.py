@@ -13,12 +13,12 @@ Example (a frontier model's answers, which end in a FINAL ANSWER section, not \\
 """
 
 import json
-import math
 
 from relrl.data.dataset_io import DatasetError, atomic_write_jsonl, read_records
 from relrl.grading.scoring import grade
 from relrl.grading.target_kind import target_kind_of
-from relrl.runtime.cli import ArgumentParser, UsageError, add_tolerance_rule_arg, run_main
+from relrl.evaluation.settings import eval_range
+from relrl.runtime.cli import ArgumentParser, add_tolerance_rule_arg, number_type, run_main
 
 
 def parse_args(argv=None):
@@ -28,7 +28,8 @@ def parse_args(argv=None):
                         help="field with the model's response (default: response)")
     parser.add_argument("--answer-field", default="answer",
                         help="field with the ground-truth answer (default: answer)")
-    parser.add_argument("--tolerance", type=float, default=0.05,
+    parser.add_argument("--tolerance", type=number_type("--tolerance", float, eval_range("tolerance")),
+                        default=0.05,
                         help="relative tolerance for a correct answer (default: 0.05)")
     add_tolerance_rule_arg(parser)
     parser.add_argument("--question-field", default="question",
@@ -45,10 +46,7 @@ def parse_args(argv=None):
                              "last number is no answer (default: truncated; a row without it "
                              "was not cut off)")
     parser.add_argument("--output", help="write one JSON line per row here (default: stdout)")
-    args = parser.parse_args(argv)
-    if not math.isfinite(args.tolerance) or args.tolerance < 0:
-        raise UsageError(f"--tolerance must be a finite number >= 0, got {args.tolerance}")
-    return args
+    return parser.parse_args(argv)
 
 
 def load_rows(path: str, response_field: str, answer_field: str,

@@ -15,7 +15,6 @@
       train.parquet (and validation.parquet) in verl's RL schema, for slurm/verl_dapo.sh;
       the reward is relrl.grading.rewards.compute_score
 """
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -24,20 +23,11 @@ from relrl.data.dataset_io import atomic_write_jsonl, inspect_dataset, load_data
 from relrl.data.verl_export import DATA_SOURCE, verl_record, write_parquet
 from relrl.problems.dataset import count_rows, generate_rows, split_rows
 from relrl.problems.registry import FAMILIES, expand_sets, select
-from relrl.runtime.cli import ArgumentParser, UsageError, int_at_least, positive_int, run_main
+from relrl.runtime.cli import ArgumentParser, UsageError, int_at_least, number_type, positive_int, run_main
 
 
 def _fraction(flag: str):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} must be a number, got {text!r}") from None
-        if not 0 <= value < 1:
-            raise argparse.ArgumentTypeError(f"{flag} must be in [0, 1), got {value}")
-        return value
-
-    return parse
+    return number_type(flag, float, "[0, 1)")  # finite: nan and inf are refused too
 
 
 def _names(text: str | None) -> list[str]:

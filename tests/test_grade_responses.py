@@ -99,7 +99,8 @@ def test_complement_rule_reads_each_rows_target_kind(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--tolerance", "-1"], "--tolerance must be a finite number >= 0"),
+    (["--tolerance", "-1"], "--tolerance must be in [0, 1], got -1.0"),
+    (["--tolerance", "inf"], "--tolerance must be finite and in [0, 1], got inf"),
     (["--response-field", "missing"], "responses.jsonl:1: no field 'missing'"),
     (["--bogus"], "unrecognized arguments: --bogus"),
     (["--tolerance-rule", "relative"], "argument --tolerance-rule: invalid choice: 'relative'"),

@@ -23,9 +23,10 @@ from relrl.engines.base import (
 )
 from relrl.engines.hf import HFEngine
 from relrl.engines.vllm import VLLMEngine, import_vllm
-from relrl.runtime.cli import UsageError
+from relrl.runtime.cli import UsageError, check_range, number_type
 
 DEFAULT_VLLM_MEMORY = 0.35  # leaves room for the 4-bit policy and its update on one GPU
+MEMORY_FRACTION_RANGE = "(0, 1]"  # --vllm-gpu-memory-utilization, wherever it is a setting
 SLEEP_MODES = ("auto", "on", "off")
 TOP_K_HELP = ("sample among the K likeliest tokens only (default 0: off). A truncation, like "
               "top-p: vLLM reports the sampler's log-probs before truncation, so either one "
@@ -75,8 +76,7 @@ def make_engine(name: str, model, tokenizer, *, source: str | None = None, seed:
 
 
 def check_memory_fraction(value: float) -> None:
-    if not 0 < value <= 1:
-        raise UsageError(f"--vllm-gpu-memory-utilization: must be in (0, 1], got {value}")
+    check_range(value, MEMORY_FRACTION_RANGE, "--vllm-gpu-memory-utilization")
 
 
 def add_engine_args(parser) -> None:
@@ -86,7 +86,9 @@ def add_engine_args(parser) -> None:
                         help="hf: batched Hugging Face generate; vllm: vLLM (continuous "
                         "batching, paged KV cache, LoRA served unmerged). Default vllm on a "
                         f"CUDA machine where vLLM is installed, else hf (here: {default})")
-    parser.add_argument("--vllm-gpu-memory-utilization", type=float, default=DEFAULT_VLLM_MEMORY,
+    parser.add_argument("--vllm-gpu-memory-utilization", default=DEFAULT_VLLM_MEMORY,
+                        type=number_type("--vllm-gpu-memory-utilization", float,
+                                         MEMORY_FRACTION_RANGE),
                         help="share of GPU memory vLLM may take for weights and KV cache "
                         f"({DEFAULT_VLLM_MEMORY}: room for the 4-bit policy and its update; "
                         "use ~0.85 when nothing else shares the GPU)")

@@ -28,7 +28,7 @@ import requests
 import urllib3
 from tqdm import tqdm
 
-from relrl.runtime.cli import UsageError, env_default, positive_int
+from relrl.runtime.cli import UsageError, env_default, number_type, positive_int
 from relrl.untrusted import UntrustedInputError, loads_json
 
 DEFAULT_BASE_URL = "https://openrouter.ai/api/v1"
@@ -448,30 +448,15 @@ def over_budget(args, *clients: ChatClient) -> bool:
 
 
 def _positive_float(flag: str):
-    return _number(flag, float, lambda v: v > 0, "> 0")
+    return number_type(flag, float, "> 0")  # finite: --timeout inf would wait for ever
 
 
 def _non_negative_float(flag: str):
-    return _number(flag, float, lambda v: v >= 0, ">= 0")
+    return number_type(flag, float, ">= 0")
 
 
 def _non_negative_int(flag: str):
-    return _number(flag, int, lambda v: v >= 0, ">= 0")
-
-
-def _number(flag: str, cast, ok, rule: str):
-    import argparse
-
-    def parse(text: str):
-        try:
-            value = cast(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} must be a number, got {text!r}") from None
-        if not ok(value) or value != value:
-            raise argparse.ArgumentTypeError(f"{flag} must be {rule}, got {text}")
-        return value
-
-    return parse
+    return number_type(flag, int, ">= 0")
 
 
 def _json_object(text: str) -> dict:

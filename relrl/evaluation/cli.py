@@ -13,7 +13,7 @@ from relrl.evaluation.guess_baselines import describe, score_baselines, with_bas
 from relrl.evaluation.model_results import compare_models, load_model_result, with_records
 from relrl.evaluation.results_io import add_records_arg
 from relrl.evaluation.runner import ModelRun, check_rows, model_generator, progress_path
-from relrl.evaluation.settings import EvalSettings, check_sampling_values, check_tool_values
+from relrl.evaluation.settings import EvalSettings, check_settings, eval_range
 from relrl.evaluation.shards import (
     load_shards,
     merged_model_result,
@@ -29,7 +29,7 @@ from relrl.runtime.cli import (
     add_load_args,
     add_tolerance_rule_arg,
     env_default,
-    int_at_least,
+    number_type,
     positive_int,
 )
 from relrl.tools.protocol import DEFAULT_MAX_TOOL_CALLS, TOOL_CHOICES
@@ -64,22 +64,29 @@ def add_adapter_arg(parser) -> None:
                         help="LoRA adapter folder to evaluate (env LORA_PATH)")
 
 
+def eval_number(name: str, kind: type = float):
+    """argparse type of the EvalSettings field `name`: finite and in the range it declares."""
+    return number_type("--" + name.replace("_", "-"), kind, eval_range(name))
+
+
 def add_eval_args(parser, *, samples: int = 1, temperature: float = 1.0, shards: bool = True) -> None:
     """Sampling, grading and (with `shards`) sharding flags shared by the evaluation scripts."""
-    parser.add_argument("--samples", type=positive_int("--samples"), default=samples,
+    parser.add_argument("--samples", type=eval_number("samples", int), default=samples,
                         help=f"completions per question (default {samples})")
-    parser.add_argument("--seed", type=int, default=0, help="run seed; each question's seed "
-                        "derives from it and the question id (default 0)")
-    parser.add_argument("--temperature", type=float, default=temperature,
+    parser.add_argument("--seed", type=eval_number("seed", int), default=0,
+                        help="run seed; each question's seed derives from it and the question id "
+                        "(default 0)")
+    parser.add_argument("--temperature", type=eval_number("temperature"), default=temperature,
                         help=f"sampling temperature (default {temperature})")
-    parser.add_argument("--top-p", type=float, default=0.95, help="nucleus sampling (default 0.95)")
-    parser.add_argument("--top-k", type=int, default=0, help=TOP_K_HELP)
-    parser.add_argument("--max-new-tokens", type=positive_int("--max-new-tokens"), default=3072,
+    parser.add_argument("--top-p", type=eval_number("top_p"), default=0.95,
+                        help="nucleus sampling (default 0.95)")
+    parser.add_argument("--top-k", type=eval_number("top_k", int), default=0, help=TOP_K_HELP)
+    parser.add_argument("--max-new-tokens", type=eval_number("max_new_tokens", int), default=3072,
                         help="completion length limit; longer answers count as truncated "
                         "(default 3072, the study's; use less on a CPU)")
-    parser.add_argument("--micro-batch", type=positive_int("--micro-batch"), default=16,
+    parser.add_argument("--micro-batch", type=eval_number("micro_batch", int), default=16,
                         help="sequences per forward pass: memory and speed, never results (default 16)")
-    parser.add_argument("--tolerance", type=float, default=0.05,
+    parser.add_argument("--tolerance", type=eval_number("tolerance"), default=0.05,
                         help="relative tolerance for a correct answer (default 0.05)")
     add_tolerance_rule_arg(parser)
     parser.add_argument("--allow-plain", action="store_true",
@@ -103,21 +110,19 @@ def add_tool_args(parser) -> None:
                         help="none: the study's single-turn answers (default); calculator: the "
                         "prompt declares the calculator and the model's calls are answered "
                         "between turns; the grader reads the model's last turn")
-    parser.add_argument("--max-tool-calls", type=int_at_least("--max-tool-calls", 0),
+    parser.add_argument("--max-tool-calls", type=eval_number("max_tool_calls", int),
                         default=DEFAULT_MAX_TOOL_CALLS,
                         help=f"tool calls answered per completion, later ones get an error "
                         f"(default {DEFAULT_MAX_TOOL_CALLS}; only with --tools)")
 
 
 def settings_from_args(args) -> EvalSettings:
-    check_sampling_values(args.temperature, args.top_p, args.top_k, args.tolerance)
-    check_tool_values(args.tools, args.max_tool_calls)
-    return EvalSettings(samples=args.samples, seed=args.seed, temperature=args.temperature,
-                        top_p=args.top_p, top_k=args.top_k, max_new_tokens=args.max_new_tokens,
-                        tolerance=args.tolerance, tolerance_rule=args.tolerance_rule,
-                        allow_plain=args.allow_plain,
-                        micro_batch=args.micro_batch, tools=args.tools,
-                        max_tool_calls=args.max_tool_calls)
+    """The evaluation settings made from the flags, each finite and in its declared range."""
+    return check_settings(EvalSettings(
+        samples=args.samples, seed=args.seed, temperature=args.temperature, top_p=args.top_p,
+        top_k=args.top_k, max_new_tokens=args.max_new_tokens, tolerance=args.tolerance,
+        tolerance_rule=args.tolerance_rule, allow_plain=args.allow_plain,
+        micro_batch=args.micro_batch, tools=args.tools, max_tool_calls=args.max_tool_calls))
 
 
 def check_output(path: str | Path, flag: str = "--output") -> Path:

@@ -3,24 +3,31 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from relrl.runtime.cli import UsageError
+from relrl.grading.scoring import TOLERANCE_RULES
+from relrl.runtime.config import check_fields, range_of, setting
 from relrl.tools.protocol import DEFAULT_MAX_TOOL_CALLS, TOOL_CHOICES
 
 
 @dataclass(frozen=True)
 class EvalSettings:
-    samples: int = 1
-    seed: int = 0
-    temperature: float = 1.0
-    top_p: float = 0.95
-    max_new_tokens: int = 3072
-    tolerance: float = 0.05
-    tolerance_rule: str = "study"  # or "complement" (relrl.grading.scoring)
-    top_k: int = 0  # 0: off
-    allow_plain: bool = False
-    micro_batch: int = 16  # sequences per forward pass: speed only, never results
-    tools: str = "none"  # --tools: "calculator" answers the model's tool calls between turns
-    max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS  # --max-tool-calls (only used with tools)
+    """Each field's flag is --field-name; its declared range (finite and ...) is checked by
+    check_fields when the scripts make settings from their flags (settings_from_args), and the
+    flags themselves reject a value out of it as they are parsed (relrl.evaluation.cli)."""
+    samples: int = setting(1, "completions per question", range=">= 1")
+    seed: int = setting(0, "run seed", range=">= 0")
+    temperature: float = setting(1.0, "sampling temperature", range="> 0")
+    top_p: float = setting(0.95, "nucleus sampling", range="(0, 1]")
+    max_new_tokens: int = setting(3072, "completion length limit", range=">= 1")
+    tolerance: float = setting(0.05, "relative tolerance for a correct answer", range="[0, 1]")
+    tolerance_rule: str = setting("study", "relrl.grading.scoring", choices=TOLERANCE_RULES)
+    top_k: int = setting(0, "the K likeliest tokens only (0: off)", range=">= 0")
+    allow_plain: bool = setting(False, "grade a final plain number without \\boxed{}")
+    # sequences per forward pass: speed only, never results
+    micro_batch: int = setting(16, "sequences per forward pass", range=">= 1")
+    # "calculator" answers the model's tool calls between turns
+    tools: str = setting("none", "tools the model may call", choices=TOOL_CHOICES)
+    max_tool_calls: int = setting(DEFAULT_MAX_TOOL_CALLS, "tool calls answered per completion "
+                                  "(only used with tools)", range=">= 0")
 
     def signature(self) -> dict:
         """The settings that change results (a resumed run must match them)."""
@@ -59,23 +66,14 @@ def settings_of(result: dict) -> EvalSettings:
     return EvalSettings(**result["settings"])
 
 
-def check_sampling_values(temperature: float, top_p: float, top_k: int, tolerance: float,
-                          prefix: str = "--") -> None:
-    """Refuse impossible evaluation sampling and grading values, naming the flag (`prefix` is
-    "--eval-" where a trainer's own sampling flags sit beside these)."""
-    if not temperature > 0:
-        raise UsageError(f"{prefix}temperature: must be > 0, got {temperature}")
-    if not 0 < top_p <= 1:
-        raise UsageError(f"{prefix}top-p: must be in (0, 1], got {top_p}")
-    if not top_k >= 0:
-        raise UsageError(f"{prefix}top-k: must be >= 1 (or 0: off), got {top_k}")
-    if not tolerance >= 0:
-        raise UsageError(f"--tolerance: must be >= 0, got {tolerance}")
+def eval_range(name: str) -> str | None:
+    """The range EvalSettings declares for `name` (a flag or a trainer's --eval-* setting that
+    becomes it)."""
+    return range_of(EvalSettings, name)
 
 
-def check_tool_values(tools: str, max_tool_calls: int) -> None:
-    """Refuse an unknown --tools or a negative --max-tool-calls, naming the flag."""
-    if tools not in TOOL_CHOICES:
-        raise UsageError(f"--tools: one of {', '.join(TOOL_CHOICES)}, got {tools!r}")
-    if not max_tool_calls >= 0:
-        raise UsageError(f"--max-tool-calls: must be >= 0, got {max_tool_calls}")
+def check_settings(settings: EvalSettings) -> EvalSettings:
+    """Every evaluation setting finite and in its declared range, a choice among its choices:
+    one line naming the flag, exit status 2 (a UsageError)."""
+    check_fields(settings)
+    return settings

@@ -238,7 +238,7 @@ class DPOConfig(LoopConfig):
     output_dir: str = setting("outputs/dpo", "checkpoints, logs, pairs.jsonl and adapter/",
                               env="OUTPUT_DIR", fingerprint=False)
     beta: float = setting(0.1, "strength of the pull towards the reference", env="BETA",
-                          group=LOSS)
+                          group=LOSS, range="> 0")
     loss_type: str = setting("sigmoid", "sigmoid: DPO; ipo: IPO on per-token mean log-probs",
                              flag="--loss", choices=LOSS_TYPES, group=LOSS)
     lora_r: int = setting(16, "LoRA rank", positive=True, group=OPTIMISATION)
@@ -251,11 +251,6 @@ class DPOConfig(LoopConfig):
     report_to: str = setting("none", "also log the training curves to TensorBoard "
                              "(<output-dir>/tensorboard) or Weights & Biases",
                              choices=REPORT_TO, fingerprint=False)
-
-    def check(self) -> None:
-        super().check()
-        if not self.beta > 0:
-            raise UsageError(f"--beta: must be > 0, got {self.beta}")
 
     def settings(self) -> dict:
         return fingerprint_settings(self)

@@ -20,7 +20,7 @@ from relrl.finetune.examples import optimizer_batches
 from relrl.runtime import distributed
 from relrl.runtime.checkpointing import list_checkpoints, load_checkpoint, save_checkpoint
 from relrl.runtime.cli import UsageError
-from relrl.runtime.config import check_fields, flag_of, setting
+from relrl.runtime.config import check_fields, setting
 from relrl.runtime.lr_schedule import warmup_cosine
 from relrl.runtime.stop import StopFlag
 from relrl.runtime.tracking import Tracker
@@ -32,17 +32,17 @@ OPTIMISATION = "optimisation"
 @dataclass
 class LoopConfig:
     """Optimisation settings every epoch-based trainer shares (SFT defaults)."""
-    seed: int = setting(0, "training seed: LoRA init, item order (and SFT's noise)")
+    seed: int = setting(0, "training seed: LoRA init, item order (and SFT's noise)", range=">= 0")
     learning_rate: float = setting(2e-4, "peak learning rate", env="LEARNING_RATE",
-                                   group=OPTIMISATION)
+                                   group=OPTIMISATION, range="> 0")
     epochs: int = setting(4, "passes over the items", positive=True, group=OPTIMISATION)
     micro_batch: int = setting(2, "items per forward pass", positive=True, group=OPTIMISATION)
     grad_accum: int = setting(4, "micro-batches per optimiser step: a step sees micro-batch x "
                               "grad-accum items", positive=True, group=OPTIMISATION)
     warmup_ratio: float = setting(0.05, "share of steps with linear warmup, then cosine decay",
-                                  group=OPTIMISATION)
-    weight_decay: float = setting(0.01, "AdamW weight decay", group=OPTIMISATION)
-    max_grad_norm: float = setting(1.0, "gradient clipping norm", group=OPTIMISATION)
+                                  group=OPTIMISATION, range="[0, 1)")
+    weight_decay: float = setting(0.01, "AdamW weight decay", group=OPTIMISATION, range=">= 0")
+    max_grad_norm: float = setting(1.0, "gradient clipping norm", group=OPTIMISATION, range="> 0")
     save_every: int = setting(50, "optimiser steps between checkpoints", positive=True,
                               group=OPTIMISATION, fingerprint=False)
     # each checkpoint holds the optimiser state
@@ -54,15 +54,8 @@ class LoopConfig:
         return self.micro_batch * self.grad_accum
 
     def check(self) -> None:
-        def need(ok, name, why):
-            if not ok:
-                raise UsageError(f"{flag_of(self, name)}: {why}")
-        need(self.seed >= 0, "seed", f"must be >= 0, got {self.seed}")
-        need(self.learning_rate > 0, "learning_rate", f"must be > 0, got {self.learning_rate}")
-        need(0 <= self.warmup_ratio < 1, "warmup_ratio",
-             f"must be in [0, 1), got {self.warmup_ratio}")
-        need(self.weight_decay >= 0, "weight_decay", f"must be >= 0, got {self.weight_decay}")
-        need(self.max_grad_norm > 0, "max_grad_norm", f"must be > 0, got {self.max_grad_norm}")
+        """Each field's declared range and choices, naming its flag (the parser checks them
+        too); subclasses add what depends on two settings."""
         check_fields(self)
 
 

@@ -28,7 +28,7 @@ from relrl.evaluation.cli import model_label
 from relrl.evaluation.model_results import compare_models
 from relrl.evaluation.results_io import pair_accuracies, read_result, records_path, write_result
 from relrl.evaluation.runner import check_rows, progress_path, score_model
-from relrl.evaluation.settings import EvalSettings, check_sampling_values
+from relrl.evaluation.settings import EvalSettings, eval_range
 from relrl.evaluation.stats import mcnemar
 from relrl.finetune.epoch_loop import LOG_FILE, STATS_FILE
 from relrl.finetune.examples import build_examples
@@ -242,30 +242,33 @@ class KFoldConfig(SFTConfig):
     folds: int | None = setting(None, "k of the group-aware k-fold split", positive=True,
                                 default_text="5; 1 with --train-all", fingerprint=False)
     fold_seed: int = setting(0, "seed of the fold split, the same as evaluate_qwen25_base.py's",
-                             fingerprint=False)
+                             fingerprint=False, range=">= 0")
     train_all: bool = setting(False, "one adapter on every row, no evaluation: the warm start "
                               "(with --folds 1)", fingerprint=False)
     max_questions: int | None = setting(None, "only the first N rows of the dataset (a quick "
                                         "try)", positive=True, fingerprint=False)
     eval_samples: int = setting(1, "completions per question (the study: 1)", positive=True,
                                 group=SCORING, fingerprint=False)
-    eval_seed: int = setting(0, "evaluation seed", group=SCORING, fingerprint=False)
+    # the scoring settings take the values EvalSettings declares (eval_range)
+    eval_seed: int = setting(0, "evaluation seed", group=SCORING, fingerprint=False,
+                             range=eval_range("seed"))
     eval_temperature: float = setting(1.0, "sampling temperature", group=SCORING,
-                                      fingerprint=False)
-    eval_top_p: float = setting(0.95, "nucleus sampling", group=SCORING, fingerprint=False)
+                                      fingerprint=False, range=eval_range("temperature"))
+    eval_top_p: float = setting(0.95, "nucleus sampling", group=SCORING, fingerprint=False,
+                                range=eval_range("top_p"))
     eval_top_k: int = setting(0, "sample among the K likeliest tokens only (0: off)",
-                              group=SCORING, fingerprint=False)
+                              group=SCORING, fingerprint=False, range=eval_range("top_k"))
     eval_max_new_tokens: int = setting(
         3072, "max completion length", positive=True, group=SCORING, fingerprint=False,
         default_here=lambda: 3072 if torch.cuda.is_available() else 256,
         default_text="3072 on CUDA, 256 on a CPU")
     eval_max_tool_calls: int = setting(DEFAULT_MAX_TOOL_CALLS, "with --tools: calls a scored "
-                                       "completion may make",
-                                       group=SCORING, fingerprint=False)
+                                       "completion may make", group=SCORING, fingerprint=False,
+                                       range=eval_range("max_tool_calls"))
     eval_micro_batch: int = setting(16, "sequences per generation pass: speed only",
                                     positive=True, group=SCORING, fingerprint=False)
     tolerance: float = setting(0.05, "relative tolerance for a correct answer", group=SCORING,
-                               fingerprint=False)
+                               fingerprint=False, range=eval_range("tolerance"))
     tolerance_rule: str = setting(
         "study", "study: relative error, the study's rule; complement: a probability target t "
         "is judged on min(t, 1 - t), a reliability near 1 on its failure probability",
@@ -273,13 +276,6 @@ class KFoldConfig(SFTConfig):
     report_to: str = setting("none", "also log the training curves to TensorBoard "
                              "(<output-dir>/fold_k/tensorboard) or Weights & Biases",
                              choices=REPORT_TO, fingerprint=False)
-
-    def check(self) -> None:
-        super().check()
-        check_sampling_values(self.eval_temperature, self.eval_top_p, self.eval_top_k,
-                              self.tolerance, prefix="--eval-")
-        if self.eval_max_tool_calls < 0:
-            raise UsageError(f"--eval-max-tool-calls: must be >= 0, got {self.eval_max_tool_calls}")
 
 
 def build_parser(default_model: str, default_output: str, about: str) -> SettingsParser:

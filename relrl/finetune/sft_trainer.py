@@ -17,7 +17,6 @@ from relrl.finetune.epoch_loop import OPTIMISATION, EpochTrainer, LoopConfig
 from relrl.finetune.examples import collate_examples
 from relrl.modeling.loading import device_of
 from relrl.modeling.logprobs import completion_logprobs
-from relrl.runtime.cli import UsageError
 from relrl.runtime.config import LOAD_IN_4BIT, fingerprint_settings, setting
 from relrl.tools.protocol import TOOL_CHOICES
 
@@ -70,9 +69,9 @@ class SFTConfig(LoopConfig):
                            "(the study: the 600 non-mixed questions)", env="DATASET_PATH")
     lora_r: int = setting(16, "LoRA rank", positive=True, group=OPTIMISATION)
     lora_alpha: int = setting(32, "LoRA alpha", positive=True, group=OPTIMISATION)
-    lora_dropout: float = setting(0.0, "LoRA dropout", group=OPTIMISATION)
+    lora_dropout: float = setting(0.0, "LoRA dropout", group=OPTIMISATION, range="[0, 1)")
     neftune_alpha: float = setting(5.0, "NEFTune embedding noise, 0 turns it off",
-                                   group=OPTIMISATION)
+                                   group=OPTIMISATION, range=">= 0")
     max_length: int = setting(4096, "prompt + answer tokens; longer answers are cut",
                               positive=True, group=OPTIMISATION)
     load_in_4bit: bool | None = setting(None, "auto: 4-bit NF4 on CUDA for hub/local models, "
@@ -82,13 +81,6 @@ class SFTConfig(LoopConfig):
                          "prompt declares the calculator and rows with an `expression` train on "
                          "a solution that calls it (the tool's answer masked), the others on "
                          "their plain solution", choices=TOOL_CHOICES)
-
-    def check(self) -> None:
-        super().check()
-        if not 0 <= self.lora_dropout < 1:
-            raise UsageError(f"--lora-dropout: must be in [0, 1), got {self.lora_dropout}")
-        if self.neftune_alpha < 0:
-            raise UsageError(f"--neftune-alpha: must be >= 0 (0 turns it off), got {self.neftune_alpha}")
 
     def settings(self) -> dict:
         """What makes two runs the same run (bookkeeping settings left out)."""

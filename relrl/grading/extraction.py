@@ -24,6 +24,7 @@ have no nested unbounded repeats) and never raises on any string.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import islice, takewhile
 
@@ -70,12 +71,13 @@ _BOX = re.compile(r"\\boxed\s*\{")
 _BRACE = re.compile(r"\\[{}]|[{}]")
 
 
-def boxed_contents(text: str) -> list[tuple[int, str]]:
-    """(start, content) of every complete \\boxed{...}, matching braces in one linear pass."""
+def _box_spans(text: str) -> list[tuple[int, int, int]]:
+    """(start, content start, content end) of every complete \\boxed{...} in order, matching
+    braces in one linear pass."""
     opens = {m.end() - 1: m.start() for m in _BOX.finditer(text)}
     if not opens:
         return []
-    boxes, stack = [], []
+    spans, stack = [], []
     for m in _BRACE.finditer(text, min(opens)):
         brace = m.group()
         if brace == "{":
@@ -83,9 +85,37 @@ def boxed_contents(text: str) -> list[tuple[int, str]]:
         elif brace == "}" and stack:
             open_at = stack.pop()
             if open_at in opens:
-                boxes.append((opens[open_at], text[open_at + 1:m.start()]))
-    boxes.sort()
-    return boxes
+                spans.append((opens[open_at], open_at + 1, m.start()))
+    spans.sort()
+    return spans
+
+
+class Boxes(Sequence):
+    """The (start, content) of each complete box, in order. A content is cut out of the text
+    only when it is read: n nested boxes would otherwise copy the text n times over."""
+
+    def __init__(self, text: str, spans: list[tuple[int, int, int]]):
+        self._text, self._spans = text, spans
+
+    def __len__(self) -> int:
+        return len(self._spans)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._box(span) for span in self._spans[i]]
+        return self._box(self._spans[i])
+
+    def _box(self, span: tuple[int, int, int]) -> tuple[int, str]:
+        return span[0], self._text[span[1]:span[2]]
+
+    def end(self, i: int) -> int:
+        """Where box i's content ends (at its closing brace)."""
+        return self._spans[i][2]
+
+
+def boxed_contents(text: str) -> Boxes:
+    """(start, content) of every complete \\boxed{...}, matching braces in one linear pass."""
+    return Boxes(text, _box_spans(text))
 
 
 _ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
@@ -95,7 +125,10 @@ _WORD_CHAR = re.compile(r"\w")
 _LEAD = re.compile(r"^(?:[\s:*#)\]>|]|\.(?=\s))*(?:is\b)?[\s:*]*", re.IGNORECASE)
 _LIST_ITEM = re.compile(r"^\s*(?:\d{1,2}[.)]|\(?[a-z]\)|[-*•])\s+")
 _TABLE_ROW = re.compile(r"^\s*\|")
-_BOLD_WITH_DIGIT = re.compile(r"\*\*[^*\n]*\d[^*\n]*\*\*")
+# "**...**" holding a digit. Written as a lookahead for the digit, then the whole run to the
+# closing "**" taken at once, since [^*\n]*\d[^*\n]*\*\* backtracks quadratically in a long
+# unclosed run of digits.
+_BOLD_WITH_DIGIT = re.compile(r"\*\*(?=[^*\n\d]*+\d)[^*\n]*+\*\*")
 _MAX_IN_LINE = 64
 _MAX_ITEMS = 32  # list items or table rows read from one final-answer section
 # a side remark: after a space, and not a term of an expression such as "1 - (0.35)^3"
@@ -342,12 +375,20 @@ def _last_number_of_last_line(text: str) -> Number | None:
     label ("Step 2: Compute the") is not a number of the answer, nor a time condition after a
     marked value ("R ≈ 0.9048 at t = 100 h")."""
     line = _LIST_ITEM.sub("", normalize(_last_line(text)), count=1)
+    first_marked = None  # where the line's first marked number starts, found once when needed
     for m in reversed(list(NUMBER.finditer(line))):
         number = number_of(m)
-        if number.value is None or _LABEL_BEFORE.search(line, max(0, m.start() - 16), m.start()) \
-                or (_TIME_CONDITION.search(line, max(0, m.start() - 24), m.start())
-                    and _clause_numbers(line, 0, m.start())[1]):
+        if number.value is None or _LABEL_BEFORE.search(line, max(0, m.start() - 16), m.start()):
             continue
+        if _TIME_CONDITION.search(line, max(0, m.start() - 24), m.start()):
+            # a marked number before this one, as _clause_numbers(line, 0, m.start()) would
+            # find it: the marks of the line's first numbers do not depend on where the line is
+            # cut, so they are read once rather than once a number (quadratic in the line)
+            if first_marked is None:
+                marked = _clause_numbers(line, 0, len(line))[1]
+                first_marked = marked[0].start() if marked else len(line)
+            if first_marked < m.start():
+                continue
         trailing = line[number.end:].rstrip()
         if _OPEN_END.search(line.rstrip(" *_")) or (len(_WORD.findall(trailing)) > 4
                                                      and not trailing.endswith((".", "!", "?"))):
@@ -380,7 +421,7 @@ def extract_answer(response: str, allow_plain: bool = False, *,
         tail = after_relation(normalize(box_text))
         number = first_number(tail)
         if number is not None and number.value is not None:
-            later = _final_after_box(visible, boxes[-1]) if allow_plain else None
+            later = _final_after_box(visible, boxes) if allow_plain else None
             if later is not None and not same_value(later, number):
                 return _extraction(later, len(boxes), "final")
             return _extraction(number, len(boxes), "boxed")
@@ -404,17 +445,13 @@ def extract_answer(response: str, allow_plain: bool = False, *,
     return Extraction(box_text, None, len(boxes), None, reason=reason)
 
 
-def _box_end(text: str, box: tuple[int, str]) -> int:
-    return _BOX.match(text, box[0]).end() + len(box[1])
-
-
-def _final_after_box(text: str, box: tuple[int, str]) -> Number | None:
+def _final_after_box(text: str, boxes: Boxes) -> Number | None:
     """The answer of a "final answer" section after the last box, when no marker precedes the
     box (so the box holds an intermediate result of the working, not the final answer)."""
     markers = _final_markers(text)
-    if not markers or markers[0][0] < box[0]:
+    if not markers or markers[0][0] < boxes[-1][0]:
         return None
-    end = _box_end(text, box)
+    end = boxes.end(-1)
     first = next((k for k, (start, _) in enumerate(markers) if start >= end), None)
     return None if first is None else _from_final_section(text, markers, first)
 

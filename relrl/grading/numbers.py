@@ -46,12 +46,14 @@ _MANTISSA = (
     r"|\d+(?:[.,]\d+)?"  # 12.5, European 0,001
     r"|\.\d+)"
 )
+# An exponent's optional "(" is written (?:\(\s*)?, not \(?\s*: two whitespace runs that can
+# meet ("\s*\(?\s*") share out a long run of spaces every way before failing (quadratic).
 NUMBER = re.compile(
     r"(?<![\w.^])(?<!\^[-+(])(?<!\^\([-+])"  # not inside a word, a number or an exponent
     r"(?P<sign>[-+]?)(?P<mant>" + _MANTISSA + r")"
     r"(?:[eE](?P<exp>[-+]?\d+))?"
-    r"(?:\s*[×x*]\s*10\s*\^\s*\(?\s*(?P<p10>[-+]?\d+)\s*\)?)?"
-    r"(?:\s*\^\s*\(?\s*(?P<pow>[-+]?\d+(?:\.\d+)?)\s*\)?)?"
+    r"(?:\s*[×x*]\s*10\s*\^\s*(?:\(\s*)?(?P<p10>[-+]?\d+)\s*\)?)?"
+    r"(?:\s*\^\s*(?:\(\s*)?(?P<pow>[-+]?\d+(?:\.\d+)?)\s*\)?)?"
     r"(?:\s*/\s*(?P<den>" + _MANTISSA + r")(?:[eE](?P<dexp>[-+]?\d+))?)?"
     r"(?P<pct>\s*%|\s+percent\b)?"
 )
@@ -209,7 +211,9 @@ def parse_target(text: str) -> tuple[float | None, str]:
     return (number.value if number else None), reason
 
 
-_AND = re.compile(r"\s+(?:and|&)\s+", re.IGNORECASE)
+# Tried only where a whitespace run starts ((?<!\s)), which it takes whole (\s++): tried at
+# every space of a run, it rescans the rest of the run each time (quadratic in the run).
+_AND = re.compile(r"(?<!\s)\s++(?:and|&)\s+", re.IGNORECASE)
 
 
 _SEPARATOR_OR_BRACKET = re.compile(r"[()\[\]{};]|,(?=\s)")

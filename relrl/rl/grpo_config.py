@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
-from relrl.engines import DEFAULT_VLLM_MEMORY, ENGINES, SLEEP_MODES, check_memory_fraction, default_engine
+from relrl.engines import DEFAULT_VLLM_MEMORY, ENGINES, MEMORY_FRACTION_RANGE, SLEEP_MODES, default_engine
 from relrl.grading.scoring import TOLERANCE_RULES
 from relrl.rl.dynamic_sampling import INFORMATIVE_BY, SCHEMES
 from relrl.rl.grpo_loss import ADVANTAGE_MODES, AGGREGATIONS, OBJECTIVES, TIS_MODES
@@ -39,7 +39,7 @@ class GRPOConfig:
                                       env="SFT_LORA_PATH")
     output_dir: str = setting("outputs/grpo_exp7", "checkpoints, logs, statistics",
                               env="OUTPUT_DIR", fingerprint=False)
-    seed: int = setting(0, "run seed")
+    seed: int = setting(0, "run seed", range=">= 0")
     # a new LoRA's rank and alpha (a warm-start adapter keeps its own)
     lora_r: int = setting(32, "LoRA rank", positive=True)
     lora_alpha: int = setting(32, "LoRA alpha", positive=True)
@@ -55,25 +55,25 @@ class GRPOConfig:
     vllm_gpu_memory_utilization: float = setting(
         DEFAULT_VLLM_MEMORY, "share of GPU memory vLLM may take for weights and KV cache (the "
         "default leaves room for the 4-bit policy and its update; ~0.85 when nothing else "
-        "shares the GPU)", group=ROLLOUTS, fingerprint=False)
+        "shares the GPU)", group=ROLLOUTS, fingerprint=False, range=MEMORY_FRACTION_RANGE)
     vllm_sleep: str = setting(
         "auto", "put vLLM to sleep (weights to pinned host memory, KV cache freed) during each "
         "update: on, off, or auto: only when its memory share and the update's estimated peak "
         "do not fit the GPU together (docs/engines.md); a no-op without CUDA",
         choices=SLEEP_MODES, group=ROLLOUTS, fingerprint=False)
     num_generations: int = setting(4, "completions per question (G)", aliases=("-G",),
-                                   group=ROLLOUTS)
-    temperature: float = setting(1.0, "sampling temperature", group=ROLLOUTS)
-    top_p: float = setting(0.95, "nucleus sampling", group=ROLLOUTS)
+                                   group=ROLLOUTS, range=">= 2")
+    temperature: float = setting(1.0, "sampling temperature", group=ROLLOUTS, range="> 0")
+    top_p: float = setting(0.95, "nucleus sampling", group=ROLLOUTS, range="(0, 1]")
     # the study's generate inherited Qwen3's 20 (README); a truncation like top-p, which biases
     # the trainer/sampler ratio of --tis-cap since vLLM reports log-probs before truncation
-    top_k: int = setting(0, "sample among the K likeliest tokens only (0: off)", group=ROLLOUTS)
+    top_k: int = setting(0, "sample among the K likeliest tokens only (0: off)", group=ROLLOUTS, range=">= 0")
     max_new_tokens: int = setting(3072, "max completion length", positive=True, group=ROLLOUTS,
                                   default_here=lambda: 3072 if _cuda() else 256,
                                   default_text="3072 on CUDA, 256 on the CPU")
     gen_micro_batch: int = setting(32, "sequences per generate call: speed only", positive=True,
                                    group=ROLLOUTS, fingerprint=False)
-    tolerance: float = setting(0.05, "relative error counted correct", group=ROLLOUTS)
+    tolerance: float = setting(0.05, "relative error counted correct", group=ROLLOUTS, range="[0, 1]")
     tolerance_rule: str = setting(
         "study", "study: relative error, the study's rule; complement: a probability target t "
         "is judged on min(t, 1 - t), a reliability near 1 on its failure probability",
@@ -86,9 +86,9 @@ class GRPOConfig:
         "answers are inserted between turns and kept out of the loss (docs/training.md)",
         choices=TOOL_CHOICES, group=ROLLOUTS)
     max_tool_calls: int = setting(DEFAULT_MAX_TOOL_CALLS, "with --tools: calls a completion may "
-                                  "make (one past the limit is not run)", group=ROLLOUTS)
+                                  "make (one past the limit is not run)", group=ROLLOUTS, range=">= 0")
     overlong_buffer: int = setting(0, "DAPO soft overlong penalty over the last N of the model's "
-                                   "own tokens (0: off)", group=ROLLOUTS)
+                                   "own tokens (0: off)", group=ROLLOUTS, range=">= 0")
     mask_truncated: bool = setting(False, "truncated completions add nothing to the loss (DAPO "
                                    "overlong filtering)", group=ROLLOUTS)
     # dynamic sampling
@@ -126,16 +126,16 @@ class GRPOConfig:
     max_useful_steps: int = setting(200, "informative groups to train on", positive=True,
                                     env="MAX_USEFUL_STEPS", group=OPTIMISATION)
     learning_rate: float = setting(1e-5, "peak learning rate", env="LEARNING_RATE",
-                                   group=OPTIMISATION)
-    weight_decay: float = setting(0.1, "AdamW weight decay", group=OPTIMISATION)
+                                   group=OPTIMISATION, range="> 0")
+    weight_decay: float = setting(0.1, "AdamW weight decay", group=OPTIMISATION, range=">= 0")
     warmup_ratio: float = setting(0.1, "share of updates with linear warmup, then cosine",
-                                  group=OPTIMISATION)
+                                  group=OPTIMISATION, range="[0, 1)")
     grad_accum: int = setting(4, "informative groups per optimiser update", positive=True,
                               group=OPTIMISATION)
     train_micro_batch: int = setting(4, "completions per forward/backward pass: memory only, "
                                      "the same update", positive=True, group=OPTIMISATION,
                                      fingerprint=False)
-    max_grad_norm: float = setting(0.1, "gradient clipping norm", group=OPTIMISATION)
+    max_grad_norm: float = setting(0.1, "gradient clipping norm", group=OPTIMISATION, range="> 0")
     num_iterations: int = setting(1, "updates per rollout batch", positive=True,
                                   group=OPTIMISATION)
     # loss
@@ -145,16 +145,16 @@ class GRPOConfig:
                         "clip settings in docs/training.md", choices=OBJECTIVES, group=LOSS)
     advantage: str = setting("group_norm", "group_norm: (r - mean) / (std + eps); mean_only: "
                              "r - mean (Dr. GRPO)", choices=ADVANTAGE_MODES, group=LOSS)
-    clip_low: float = setting(0.2, "lower clip of the policy ratio", group=LOSS)
-    clip_high: float = setting(0.28, "upper clip of the policy ratio (clip-higher)", group=LOSS)
+    clip_low: float = setting(0.2, "lower clip of the policy ratio", group=LOSS, range="[0, 1]")
+    clip_high: float = setting(0.28, "upper clip of the policy ratio (clip-higher)", group=LOSS, range=">= 0")
     beta: float = setting(0.0, "k3 KL coefficient to the adapter-off reference", env="BETA",
-                          group=LOSS)
+                          group=LOSS, range=">= 0")
     aggregation: str = setting("token_mean", "token_mean (DAPO), seq_mean_token_mean (GRPO), "
                                "seq_sum_constant (Dr. GRPO)", choices=AGGREGATIONS, group=LOSS)
     tis_cap: float = setting(
         2.0, "truncated importance sampling: each token's surrogate weighted by "
         "min(p_trainer / p_sampler, C), with the vLLM engine's sampler log-probs (0: off; the "
-        "hf engine samples from the trainer itself: no weight)", group=LOSS)
+        "hf engine samples from the trainer itself: no weight)", group=LOSS, range=">= 0")
     tis_mode: str = setting(
         "token", "how --tis-cap corrects: token: each token's ratio capped at C; sequence-mask: "
         "the completion's ratio (product over its tokens) weights it, and a completion whose "
@@ -170,7 +170,7 @@ class GRPOConfig:
     val_limit: int | None = setting(None, "validate on the first N validation questions only",
                                     positive=True, group=VALIDATION, fingerprint=False)
     patience: int = setting(0, "stop after N validations without a new best (0: never)",
-                            group=VALIDATION)
+                            group=VALIDATION, range=">= 0")
     # health check: fingerprint=False, as they change when a run stops, not what it learns
     health_check: bool = setting(True, "warn in one line when the last --health-window groups "
                                  "show mostly truncated or zero-signal completions, and stop "
@@ -181,22 +181,22 @@ class GRPOConfig:
                                  fingerprint=False)
     health_warn_truncated: float = setting(
         HEALTH_DEFAULTS["warn_truncated"], "warn when this share of completions is cut at "
-        "--max-new-tokens", group=HEALTH, fingerprint=False)
+        "--max-new-tokens", group=HEALTH, fingerprint=False, range="(0, 1]")
     health_stop_truncated: float = setting(
         HEALTH_DEFAULTS["stop_truncated"], "stop when this share is truncated", group=HEALTH,
-        fingerprint=False)
+        fingerprint=False, range="(0, 1]")
     health_warn_zero_signal: float = setting(
         HEALTH_DEFAULTS["warn_zero_signal"], "warn when this share of groups is all right or "
-        "all wrong", group=HEALTH, fingerprint=False)
+        "all wrong", group=HEALTH, fingerprint=False, range="(0, 1]")
     health_stop_zero_signal: float = setting(
         HEALTH_DEFAULTS["stop_zero_signal"], "stop when this share is all right or all wrong",
-        group=HEALTH, fingerprint=False)
+        group=HEALTH, fingerprint=False, range="(0, 1]")
     health_warn_wasted: float = setting(
         HEALTH_DEFAULTS["warn_wasted"], "warn when this share of groups gives no useful step "
-        "(zero-signal or the same reward throughout)", group=HEALTH, fingerprint=False)
+        "(zero-signal or the same reward throughout)", group=HEALTH, fingerprint=False, range="(0, 1]")
     health_stop_wasted: float = setting(
         HEALTH_DEFAULTS["stop_wasted"], "stop when this share gives no useful step",
-        group=HEALTH, fingerprint=False)
+        group=HEALTH, fingerprint=False, range="(0, 1]")
     report_to: str = setting("none", "also log the training curves to TensorBoard "
                              "(<output-dir>/tensorboard) or Weights & Biases (honours "
                              "WANDB_MODE=offline)", choices=REPORT_TO, fingerprint=False)
@@ -206,43 +206,24 @@ class GRPOConfig:
             self.informative_by = "reward" if self.reward == "digit-share" else "correct"
 
     def check(self) -> None:
-        """Refuse impossible settings, naming the flag, before anything is loaded."""
+        """Refuse impossible settings, naming the flag, before anything is loaded: each field's
+        declared range and choices (check_fields, also run when the flags are parsed), then
+        what depends on two settings."""
         def need(ok, name, why):
             if not ok:
                 raise UsageError(f"{flag_of(self, name)}: {why}")
-        need(self.num_generations >= 2, "num_generations", "GRPO compares completions within "
-             f"a group, so G must be >= 2, got {self.num_generations}")
         check_fields(self)
-        if self.loss == "cispo":  # 1: no floor on the weight, MiniMax-M1's setting
-            need(0 <= self.clip_low <= 1, "clip_low", f"must be in [0, 1], got {self.clip_low}")
-        else:
-            need(0 <= self.clip_low < 1, "clip_low", f"must be in [0, 1), got {self.clip_low}"
-                 + (" (1, no lower bound, is for --loss cispo only)" if self.clip_low == 1 else ""))
-        need(self.clip_high >= 0, "clip_high", f"must be >= 0, got {self.clip_high}")
-        need(self.beta >= 0, "beta", f"must be >= 0, got {self.beta}")
-        need(self.learning_rate > 0, "learning_rate", f"must be > 0, got {self.learning_rate}")
-        need(0 <= self.warmup_ratio < 1, "warmup_ratio",
-             f"must be in [0, 1), got {self.warmup_ratio}")
-        need(self.max_grad_norm > 0, "max_grad_norm", f"must be > 0, got {self.max_grad_norm}")
-        need(self.weight_decay >= 0, "weight_decay", f"must be >= 0, got {self.weight_decay}")
-        need(self.temperature > 0, "temperature", f"must be > 0, got {self.temperature}")
-        need(0 < self.top_p <= 1, "top_p", f"must be in (0, 1], got {self.top_p}")
-        need(self.top_k >= 0, "top_k", f"must be >= 1 (or 0: off), got {self.top_k}")
-        need(0 <= self.overlong_buffer < self.max_new_tokens, "overlong_buffer",
+        if self.loss != "cispo":  # 1: no floor on the weight, MiniMax-M1's setting
+            need(self.clip_low < 1, "clip_low", f"must be in [0, 1), got {self.clip_low}"
+                 " (1, no lower bound, is for --loss cispo only)")
+        need(self.overlong_buffer < self.max_new_tokens, "overlong_buffer",
              f"must be in [0, max_new_tokens), got {self.overlong_buffer}")
-        need(self.tolerance >= 0, "tolerance", f"must be >= 0, got {self.tolerance}")
-        need(self.patience >= 0, "patience", f"must be >= 0, got {self.patience}")
-        need(self.tis_cap >= 0, "tis_cap", f"must be >= 0 (0: off), got {self.tis_cap}")
         need(self.tis_mode == "token" or self.tis_cap > 0, "tis_mode",
              f"{self.tis_mode} needs --tis-cap > 0 (0 turns the correction off)")
         for kind in ("truncated", "zero_signal", "wasted"):
             warn, stop = getattr(self, f"health_warn_{kind}"), getattr(self, f"health_stop_{kind}")
-            need(0 < stop <= 1, f"health_stop_{kind}", f"must be in (0, 1], got {stop}")
-            need(0 < warn <= stop, f"health_warn_{kind}",
+            need(warn <= stop, f"health_warn_{kind}",
                  f"must be in (0, {flag_of(self, f'health_stop_{kind}')} {stop}], got {warn}")
-        need(self.max_tool_calls >= 0, "max_tool_calls",
-             f"must be >= 0, got {self.max_tool_calls}")
-        check_memory_fraction(self.vllm_gpu_memory_utilization)
 
     def settings(self) -> dict:
         """The settings that make two runs the same run: the fields not marked speed, memory

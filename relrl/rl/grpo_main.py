@@ -18,7 +18,7 @@ from relrl.rl.grpo_trainer import LOG_FILE, STATS_FILE, GRPOTrainer
 from relrl.rl.health import UNHEALTHY_EXIT
 from relrl.runtime import distributed
 from relrl.runtime.checkpointing import run_fingerprint
-from relrl.runtime.cli import UsageError, env_default
+from relrl.runtime.cli import UsageError, env_default, number_type
 from relrl.runtime.config import SettingsParser, prepare_run_dir
 from relrl.runtime.tracking import RUN_FILES as TRACKING_FILES
 from relrl.runtime.tracking import open_tracker
@@ -41,7 +41,8 @@ def build_parser(variant: str) -> SettingsParser:
                        defaults={"output_dir": spec["output_dir"]}, description=spec["about"],
                        epilog=distributed.launch_help(spec["script"]))
     if spec["warm_start"]:
-        p.add_argument("--fold", type=int, default=env_default("FOLD", None, int),
+        fold = number_type("--fold", int, ">= 0")
+        p.add_argument("--fold", type=fold, default=env_default("FOLD", None, fold),
                        help="use fold_<k> in --sft-adapter or in its adapters/ folder, as the "
                        "k-fold SFT run writes them (env FOLD)")
     p.add_argument("--resume", nargs="?", const=True, default=None, metavar="CHECKPOINT",

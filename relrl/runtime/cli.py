@@ -6,7 +6,9 @@ flags win over the study's environment variables, which win over defaults.
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import re
 import sys
 from typing import Callable
 
@@ -25,7 +27,7 @@ def env_default(name: str, default, cast: Callable = str):
         return default
     try:
         return cast(raw)
-    except ValueError as exc:
+    except (ValueError, argparse.ArgumentTypeError) as exc:  # number_type's: names the flag
         raise UsageError(f"environment variable {name}={raw!r}: {exc}") from None
 
 
@@ -57,19 +59,85 @@ def run_main(main: Callable[[], int | None]) -> None:
     sys.exit(code or 0)
 
 
-def int_at_least(flag: str, minimum: int):
-    """argparse type for an integer >= minimum whose error names the flag."""
+# ------------------------------------------------------------------ numeric ranges
+# A setting's range is declared once, where the setting is defined, as a short text: ">= 1",
+# "> 0", "<= 4", "[0, 1]", "(0, 1]", "[0, 1)"; None: any finite number. check_range is the one
+# function that checks a value against it, whichever layer the value came from.
+_BOUND = re.compile(r"^(>=|>|<=|<)\s*(\S+)$")
+_INTERVAL = re.compile(r"^([\[(])\s*([^,\s]+)\s*,\s*([^\])\s]+)\s*([\])])$")
 
-    def parse(text: str) -> int:
+
+def parse_range(spec: str | None) -> tuple[float, bool, float, bool]:
+    """(low, low included, high, high included) of a range text; ValueError when malformed."""
+    if spec is None or spec == "finite":
+        return -math.inf, False, math.inf, False
+    text = spec.strip()
+    if match := _BOUND.match(text):
+        op, bound = match.group(1), float(match.group(2))
+        if op.startswith(">"):
+            return bound, op == ">=", math.inf, False
+        return -math.inf, False, bound, op == "<="
+    if match := _INTERVAL.match(text):
+        low, high = float(match.group(2)), float(match.group(3))
+        if not low < high:
+            raise ValueError(f"range {spec!r}: empty")
+        return low, match.group(1) == "[", high, match.group(4) == "]"
+    raise ValueError(f"range {spec!r}: expected '>= x', '> x', '<= x', '< x' or an interval "
+                     "such as '[0, 1)'")
+
+
+def in_range(value, spec: str | None) -> bool:
+    """Whether a number is finite and inside the range text."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
+    low, low_in, high, high_in = parse_range(spec)
+    return (value > low or low_in and value == low) and (value < high or high_in and value == high)
+
+
+def range_text(spec: str | None) -> str:
+    """The words of a message: 'finite and >= 0', 'finite and in [0, 1)'."""
+    if spec is None or spec == "finite":
+        return "finite"
+    return f"finite and {'in ' if spec.strip()[0] in '[(' else ''}{spec.strip()}"
+
+
+def check_range(value, spec: str | None, name: str, source: str = "") -> None:
+    """Refuse a number that is not finite or not in `spec`, in one line naming the flag `name`
+    (and where the value came from, a recipe or an environment variable, when given)."""
+    if in_range(value, spec):
+        return
+    bounds = None if spec in (None, "finite") else spec.strip()
+    if bounds is None or isinstance(value, float) and not math.isfinite(value):
+        rule = range_text(spec)
+    else:  # a finite number out of range: the range alone, as the other checks word it
+        rule = f"in {bounds}" if bounds[0] in "[(" else bounds
+    raise UsageError(f"{name}: must be {rule}, got {value}{f' (from {source})' if source else ''}")
+
+
+def number_type(flag: str, kind: type = float, spec: str | None = None):
+    """argparse type: an int or a float, finite and within `spec`, whose error names the flag."""
+
+    def parse(text: str):
         try:
-            value = int(text)
+            value = kind(text)  # int("1e3") and int("inf") fail: "must be an integer"
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} must be an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{flag} must be >= {minimum}, got {value}")
+            what = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"{flag} must be {what}, got {text!r}") from None
+        try:
+            check_range(value, spec, flag)
+        except UsageError as exc:  # "--flag must be ...", as int_at_least words it
+            raise argparse.ArgumentTypeError(str(exc).replace(f"{flag}: ", f"{flag} ", 1)) from None
         return value
 
+    parse.flag, parse.kind, parse.range = flag, kind, spec  # what tests enumerate
     return parse
+
+
+def int_at_least(flag: str, minimum: int):
+    """argparse type for an integer >= minimum whose error names the flag."""
+    return number_type(flag, int, f">= {minimum}")
 
 
 def positive_int(flag: str):

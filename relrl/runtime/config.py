@@ -1,11 +1,14 @@
 """A trainer's settings written once, as a dataclass; its flags, recipes and config.yaml follow.
 
 Each field says in `field(metadata=...)` (built by `setting()`) what a person needs to set it:
-its help, and where needed its flag name and aliases, its choices, a "positive" check, the
-environment variable the study read, and whether it is left out of the run fingerprint.
-SettingsParser turns the dataclass into argparse flags and resolves every setting as
+its help, and where needed its flag name and aliases, its choices, a number's range (">= 1",
+"[0, 1)"), the environment variable the study read, and whether it is left out of the run
+fingerprint. SettingsParser turns the dataclass into argparse flags and resolves every setting as
 
     dataclass default  <  environment variable  <  recipe (--config FILE.yaml)  <  flag
+
+and then checks every field once (check_fields): a number finite and in its declared range, a
+choice among its choices, whichever of the four it came from.
 
 A recipe is a YAML mapping of field names (or flag names, `-` read as `_`) to values. Every run
 writes its resolved settings to `<output>/config.yaml`, so `--config <output>/config.yaml`
@@ -26,7 +29,7 @@ from typing import Any, Callable
 import yaml
 
 from relrl.runtime.checkpointing import list_checkpoints, prepare_output_dir
-from relrl.runtime.cli import ArgumentParser, UsageError, positive_int
+from relrl.runtime.cli import ArgumentParser, UsageError, check_range, parse_range, positive_int
 from relrl.untrusted import MAX_YAML_BYTES, UntrustedInputError, loads_yaml
 
 CONFIG_FILE = "config.yaml"
@@ -36,20 +39,27 @@ LOAD_IN_4BIT = {"auto": None, "yes": True, "no": False}
 
 def setting(default: Any = None, help: str = "", *, flag: str | None = None,
             aliases: tuple[str, ...] = (), choices=None, positive: bool = False,
+            range: str | None = None,
             env: str | None = None, fingerprint: bool = True, group: str | None = None,
             default_here: Callable[[], Any] | None = None, default_text: str | None = None,
             metavar: str | None = None, factory: Callable[[], Any] | None = None):
     """A dataclass field with what the command line and recipes need to know about it.
 
     flag: the flag when it is not --field-name; aliases: more flags (-G); choices: the values
-    allowed, or a dict from the word on the command line to the value (auto -> None); positive:
-    an integer >= 1; env: the environment variable read when neither a recipe nor a flag sets
+    allowed, or a dict from the word on the command line to the value (auto -> None); range:
+    what a number may be, besides finite (">= 0", "> 0", "[0, 1]", "(0, 1]": cli.check_range;
+    every int and float field declares one); positive: an integer >= 1, the range ">= 1";
+    env: the environment variable read when neither a recipe nor a flag sets
     it; fingerprint=False: speed, memory or bookkeeping only, so not part of what makes two
     runs the same run; group: the section of --help; default_here: the default on this machine
     (CUDA or not) when nothing sets it, described by default_text in the help."""
+    if positive:
+        range = range or ">= 1"
+    parse_range(range)  # a malformed range fails where it is declared, at import
     metadata = {"help": help, "flag": flag, "aliases": tuple(aliases), "choices": choices,
-                "positive": positive, "env": env, "fingerprint": fingerprint, "group": group,
-                "default_here": default_here, "default_text": default_text, "metavar": metavar}
+                "positive": positive, "range": range, "env": env, "fingerprint": fingerprint,
+                "group": group, "default_here": default_here, "default_text": default_text,
+                "metavar": metavar}
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -89,15 +99,24 @@ def _choices_text(choices) -> str:
     return " or ".join(words) if len(words) == 2 else f"one of {', '.join(words)}"
 
 
-def check_fields(cfg) -> None:
-    """The checks every field declares (positive, choices), each naming its flag."""
+def range_of(cls_or_cfg, name: str) -> str | None:
+    """The range field `name` declares (for another setting that takes the same values)."""
+    return next(f for f in dataclasses.fields(cls_or_cfg) if f.name == name).metadata.get("range")
+
+
+def check_fields(cfg, sources: dict[str, str] | None = None) -> None:
+    """The checks every field declares, each naming its flag: a number finite and in its
+    declared range, a choice among its choices. sources: field -> where its value came from
+    (a recipe, an environment variable), added to the message. The one place the declared
+    checks are made: SettingsParser.parse calls it on every run's settings."""
     for field in dataclasses.fields(cfg):
         meta, value = field.metadata, getattr(cfg, field.name)
         if not meta or value is None:
             continue
         flag = flag_of(cfg, field.name)
-        if meta.get("positive") and value < 1:
-            raise UsageError(f"{flag}: must be >= 1, got {value}")
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and \
+                not isinstance(meta.get("choices"), dict):
+            check_range(value, meta.get("range"), flag, (sources or {}).get(field.name, ""))
         if meta.get("choices") is not None and value not in _choice_values(meta["choices"]):
             raise UsageError(f"{flag}: {_choices_text(meta['choices'])}, got {value!r}")
 
@@ -125,12 +144,14 @@ def _number(value, kind: type):
         raise ValueError(f"expected {what}, got {value!r}") from None
 
 
-def _coerce(value, kind: type, optional: bool, choices, where: str):
-    """A value from a recipe or the environment as the field's type, or a one-line error."""
+def _coerce(value, kind: type, optional: bool, choices, where: str, flag: str = ""):
+    """A value from a recipe or the environment as the field's type, or a one-line error
+    (naming `flag` at its end, when given)."""
+    tail = f" ({flag})" if flag else ""
     if value is None:
         if optional:
             return None
-        raise UsageError(f"{where}: needs a value")
+        raise UsageError(f"{where}: needs a value{tail}")
     if isinstance(choices, dict) and isinstance(value, str) and value in choices:
         return choices[value]
     try:
@@ -152,9 +173,9 @@ def _coerce(value, kind: type, optional: bool, choices, where: str):
                 raise ValueError(f"expected a text, got {value!r}")
             out = str(value)
     except ValueError as exc:
-        raise UsageError(f"{where}: {str(exc).splitlines()[0]}") from None
+        raise UsageError(f"{where}: {str(exc).splitlines()[0]}{tail}") from None
     if choices is not None and out not in _choice_values(choices):
-        raise UsageError(f"{where}: {_choices_text(choices)}, got {value!r}")
+        raise UsageError(f"{where}: {_choices_text(choices)}, got {value!r}{tail}")
     return out
 
 
@@ -353,8 +374,8 @@ class SettingsParser(ArgumentParser):
                 raise UsageError(f"{recipe_path}: unknown setting {key!r} (--help lists them)")
             kind, optional = _kind(self.hints[field.name])
             from_recipe[field.name] = _coerce(value, kind, optional, field.metadata.get("choices"),
-                                              f"{recipe_path}: {key}")
-        values = {}
+                                              f"{recipe_path}: {key}", flag_of(self.cls, field.name))
+        values, sources = {}, {}
         for field in self.fields:
             meta = field.metadata
             kind, optional = _kind(self.hints[field.name])
@@ -366,12 +387,17 @@ class SettingsParser(ArgumentParser):
                 delattr(args, field.name)
             elif field.name in from_recipe:
                 values[field.name] = from_recipe[field.name]
+                sources[field.name] = str(recipe_path)
             elif meta.get("env") and os.environ.get(meta["env"], "") != "":
                 raw = os.environ[meta["env"]]
                 values[field.name] = _coerce(raw, kind, optional, meta.get("choices"),
-                                             f"environment variable {meta['env']}={raw!r}")
+                                             f"environment variable {meta['env']}={raw!r}",
+                                             flag_of(self.cls, field.name))
+                sources[field.name] = f"environment variable {meta['env']}"
             elif meta.get("default_here") is not None:
                 values[field.name] = meta["default_here"]()
             elif field.name in self.defaults:
                 values[field.name] = self.defaults[field.name]
-        return self.cls(**values), args
+        cfg = self.cls(**values)
+        check_fields(cfg, sources)  # every number finite and in range, before anything is written
+        return cfg, args
