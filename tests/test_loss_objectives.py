@@ -204,6 +204,24 @@ def test_sequence_mask_drops_exactly_the_completions_over_the_cap():
     assert logp.grad[2:].abs().sum() == 0 and logp.grad[:2].abs().sum() > 0
 
 
+def test_sequence_mask_also_drops_the_completions_below_one_over_the_cap():
+    """The bounds are [1/C, C]: a completion the sampler found far likelier than the trainer
+    (ratio near 0, or underflowing to 0) is left out too, not kept with a tiny weight; at a
+    cap of 1 or below there is no lower bound."""
+    ratios = torch.tensor([0.49, 0.5, 0.51, 1.0, 1.99, 2.01])
+    old = torch.zeros(7, 2)
+    sampler = torch.zeros(7, 2)
+    sampler[:6, 0] = -torch.log(ratios)
+    sampler[6] = 500.0  # ratio e^-1000: underflows to 0, and is dropped
+    mask = torch.ones(7, 2)
+    w = importance_weights(old, sampler, mask, cap=2.0, mode="sequence-mask")
+    assert w.weight[:, 0].tolist() == pytest.approx([0.0, 0.5, 0.51, 1.0, 1.99, 0.0, 0.0])
+    assert w.weight[:, 1].tolist() == w.weight[:, 0].tolist()  # every token of a completion
+    assert w.row_capped.tolist() == [2.0, 0.0, 0.0, 0.0, 0.0, 2.0, 2.0]
+    low = importance_weights(old, sampler, mask, cap=1.0, mode="sequence-mask")
+    assert low.weight[:, 0].tolist() == pytest.approx([0.49, 0.5, 0.51, 1.0, 0.0, 0.0, 0.0])
+
+
 def test_no_cap_no_weights_and_a_bad_mode_is_refused():
     off = importance_weights(OLD, SAMPLER, MASK, cap=0.0, mode="sequence-mask")
     assert off.weight is None and off.row_capped is None

@@ -39,9 +39,12 @@ A separate sampler (vLLM) draws the rollouts with probabilities slightly unlike 
 verl), with p_t = exp(old_logp_t - sampler_logp_t) the trainer/sampler ratio and C the cap:
   token          min(p_t, C) per token (truncated importance sampling)
   sequence-mask  rho = prod_t p_t over the completion's tokens (TRL's sequence-level ratio);
-                 weight rho on each token, and 0 on every token of a completion with rho > C:
-                 that completion adds nothing to the policy term (masked importance sampling,
-                 Liu et al. 2025, "When Speed Kills Stability"). Its tokens still count in the
+                 weight rho on each token, and 0 on every token of a completion with rho > C
+                 or rho < 1/C (for C > 1; the bounds are symmetric in log space): that
+                 completion adds nothing to the policy term (masked importance sampling, Liu et
+                 al. 2025, "When Speed Kills Stability"). Without the lower bound a completion
+                 the sampler found far likelier than the trainer does would keep a weight near
+                 0 instead of being recognised as off-policy. Its tokens still count in the
                  normalisers, as an importance-sampling estimate keeps its sample size.
 Both log-probs are of the full distribution: the trainer's log-softmax, and vLLM's default
 raw_logprobs, taken before temperature, top-p and top-k. The tokens were drawn from the
@@ -230,7 +233,8 @@ def importance_weights(old_logp: torch.Tensor, sampler_logp: torch.Tensor, mask:
                        cap: float, mode: str = "token") -> ImportanceWeights:
     """Weights correcting for a sampler whose probabilities differ from the trainer's own
     (module doc): per token min(p_t, cap), or in sequence-mask mode the completion's ratio
-    prod_t p_t, zeroed for a completion whose ratio exceeds the cap. Tokens off the mask get
+    prod_t p_t, zeroed for a completion whose ratio is above the cap or below 1/cap (a cap
+    above 1; at or below 1 there is no lower bound). Tokens off the mask get
     weight 0 and do not enter a completion's ratio. A cap of 0 turns the correction off."""
     if mode not in TIS_MODES:
         raise ValueError(f"tis_mode must be one of {TIS_MODES}, got {mode!r}")
@@ -244,7 +248,8 @@ def importance_weights(old_logp: torch.Tensor, sampler_logp: torch.Tensor, mask:
         weight = ratio.clamp(max=cap)
     else:
         seq_ratio = torch.exp(log_ratio.sum(dim=1, keepdim=True))
-        dropped = seq_ratio > cap
+        lower = 1.0 / cap if cap > 1 else 0.0
+        dropped = (seq_ratio > cap) | (seq_ratio < lower)
         capped = dropped.to(mask.dtype) * mask
         weight = torch.where(dropped, 0.0, seq_ratio) * mask  # an overflowing ratio is dropped too
     return ImportanceWeights(weight, ratio.sum(dim=1), capped.sum(dim=1))
