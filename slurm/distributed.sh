@@ -9,7 +9,9 @@
 #
 # SLURM's warning (USR1 to this shell) becomes a stop file every rank polls (RELRL_STOP_FILE):
 # torchrun would not pass USR1 on to its workers, and a file reaches every node. The ranks
-# agree on the step, rank 0 writes its checkpoint, the step exits 0 and the job requeues.
+# agree on the step, rank 0 writes its checkpoint, every rank exits STOPPED_EXIT (75) and the
+# job requeues. torchrun reports a worker's non-zero status as its own 1, so the ranks also
+# write 75 to $RELRL_STOP_FILE.exit (relrl.runtime.stop.exit_status), which stands for it.
 
 # train_nproc: ranks per node this allocation asks for.
 train_nproc() {
@@ -40,7 +42,7 @@ run_distributed() {
     local out=$1 pid status seen signals=0 head port nproc
     shift
     export RELRL_STOP_FILE="$out/.stop-${SLURM_JOB_ID:-$$}"
-    rm -f "$RELRL_STOP_FILE"
+    rm -f "$RELRL_STOP_FILE" "$RELRL_STOP_FILE.exit"
     head=$(rendezvous_host)
     port=${MASTER_PORT:-$((20000 + ${SLURM_JOB_ID:-0} % 20000))}
     nproc=$(train_nproc)
@@ -65,11 +67,15 @@ run_distributed() {
         [ "$signals" = "$seen" ] && break  # a wait cut short by the trap: wait again
     done
     trap - USR1
-    rm -f "$RELRL_STOP_FILE"
-    if [ "$signals" -gt 0 ] && [ "$status" = 0 ]; then
-        echo "requeueing job $SLURM_JOB_ID to resume from its checkpoint"
-        scontrol requeue "$SLURM_JOB_ID" || relrl_die "scontrol requeue failed: resubmit this job to resume"
-        exit 0
+    local written
+    written=$(cat "$RELRL_STOP_FILE.exit" 2>/dev/null || true)
+    rm -f "$RELRL_STOP_FILE" "$RELRL_STOP_FILE.exit"
+    # the ranks stopped and checkpointed, whatever status the launcher turned that into
+    if [ "$status" != 0 ] && [ "$written" = "$STOPPED_EXIT" ]; then
+        status=$STOPPED_EXIT
+    fi
+    if [ "$status" = "$STOPPED_EXIT" ]; then
+        requeue_job
     fi
     return "$status"
 }

@@ -55,11 +55,29 @@ py() {
     "${PY_CMD[@]}"
 }
 
+# The exit status of a training step that a signal stopped after it wrote its checkpoint: not
+# finished, run it again with --resume (relrl.runtime.stop.STOPPED_EXIT, sysexits' EX_TEMPFAIL).
+# 0 is a finished step, 2 bad input, 3 a GRPO run the health check stopped.
+STOPPED_EXIT=75
+
+# requeue_job: ask SLURM to run this job again; the requeued run starts the job file again
+# (SLURM_RESTART_COUNT > 0), whose command resumes from the checkpoint or the progress file.
+# Without a requeue the job ends with STOPPED_EXIT, which says it did not finish.
+requeue_job() {
+    echo "requeueing job $SLURM_JOB_ID to resume from its checkpoint"
+    if ! scontrol requeue "$SLURM_JOB_ID"; then
+        echo "error: ${SLURM_JOB_NAME:-${0##*/}}: scontrol requeue failed: resubmit this job to resume" >&2
+        exit "$STOPPED_EXIT"
+    fi
+    exit 0
+}
+
 # run_resumable SCRIPT ARGS... : run a long Python step that SLURM may stop before its time
 # limit (#SBATCH --signal=B:USR1@N sends USR1 to this shell only). The shell passes USR1 on;
-# the script writes a checkpoint and exits 0 (or dies of the signal if it had not started
-# its loop), and the job requeues itself. The requeued run starts the job file again, whose
-# command resumes from the checkpoint or the progress file.
+# a trainer writes a checkpoint and exits STOPPED_EXIT (75), and the job requeues itself. A
+# step that dies of the USR1 (an evaluation, whose progress file keeps every finished item, or
+# a trainer that had not started its loop) requeues too. A step that finished although the
+# signal came (status 0) goes on as finished; any other status fails the job with it.
 run_resumable() {
     local pid status seen signals=0
     trap 'signals=$((signals + 1)); echo "USR1: asking the step to checkpoint and stop"; kill -USR1 "$pid" 2>/dev/null' USR1
@@ -73,10 +91,8 @@ run_resumable() {
         [ "$signals" = "$seen" ] && break
     done
     trap - USR1
-    if [ "$signals" -gt 0 ] && { [ "$status" = 0 ] || [ "$status" = $((128 + 10)) ]; }; then
-        echo "requeueing job $SLURM_JOB_ID to resume from its checkpoint"
-        scontrol requeue "$SLURM_JOB_ID" || relrl_die "scontrol requeue failed: resubmit this job to resume"
-        exit 0
+    if [ "$status" = "$STOPPED_EXIT" ] || { [ "$signals" -gt 0 ] && [ "$status" = $((128 + 10)) ]; }; then
+        requeue_job
     fi
     return "$status"
 }

@@ -12,6 +12,7 @@ at ratio 1 and does not depend on the rounding of the weights.
 """
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -169,10 +170,13 @@ def wait_for(predicate, what: str, timeout: float = 300):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_sigterm_on_one_rank_stops_both_and_the_resumed_run_ends_the_same(grpo_one):
+def test_sigterm_on_one_rank_stops_both_and_the_resumed_run_ends_the_same(grpo_one,
+                                                                          monkeypatch):
     folder, data, one = grpo_one
     killed = folder / "killed"
     args = [*GRPO_ARGS, "--dataset", data, "--val-dataset", data, "--output-dir", killed]
+    stop_file = folder / ".stop-test"  # as slurm/distributed.sh sets it; never written here
+    monkeypatch.setenv("RELRL_STOP_FILE", str(stop_file))
     proc = launch(2, "grpo_exp10_nosft.py", *args)
     try:
         wait_for(lambda: (killed / "checkpoint-2").exists() or proc.poll() is not None,
@@ -184,7 +188,11 @@ def test_sigterm_on_one_rank_stops_both_and_the_resumed_run_ends_the_same(grpo_o
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 0, err[-3000:]
+    # every rank exits 75 (stopped, resume), which torchrun reports as its own failure, 1; the
+    # ranks' 75 beside the stop file is what the job file reads (slurm/distributed.sh)
+    assert proc.returncode == 1 and re.search(r"exitcode\s*:\s*75\b", err), err[-3000:]
+    assert stop_file.with_name(stop_file.name + ".exit").read_text().strip() == "75"
+    monkeypatch.delenv("RELRL_STOP_FILE")
     stopped = [line for line in out.splitlines() if line.startswith("stopped by SIGTERM")]
     assert len(stopped) == 1, out  # printed by rank 0, which got no signal itself
     step = int(stopped[0].split("useful step ")[1].split(":")[0])

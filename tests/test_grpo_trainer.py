@@ -18,6 +18,7 @@ from relrl.rl.grpo_main import main
 from relrl.rl.grpo_trainer import GRPOTrainer
 from relrl.runtime.cli import UsageError
 from relrl.runtime.lr_schedule import warmup_cosine
+from relrl.runtime.stop import STOPPED_EXIT
 
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = [{"id": f"q{i}", "question": f"What is {i} plus {i + 1}?", "answer": str(2 * i + 1)}
@@ -357,7 +358,7 @@ def test_exp7_script_sigterm_resume_and_evaluation(tmp_path, sft_adapter, capsys
     assert proc.poll() is None, "exp7 finished before it could be stopped"
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=300)
-    assert proc.returncode == 0, stderr[-2000:]
+    assert proc.returncode == STOPPED_EXIT, stderr[-2000:]  # stopped, not finished: resume
     assert "stopped by SIGTERM" in stdout and "--resume" in stdout
     assert not (out / "checkpoint-8").exists()
     with pytest.raises(UsageError, match="this run's checkpoints .* pass --resume"):

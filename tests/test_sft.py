@@ -15,6 +15,7 @@ from safetensors.torch import load_file
 
 from relrl.evaluation.results_io import pair_accuracies, read_result
 from relrl.finetune.examples import IGNORE, assistant_text, build_examples, collate_examples
+from relrl.runtime.stop import STOPPED_EXIT
 
 SCRIPT = ROOT / "training" / "sft_qwen3_kfold.py"
 
@@ -353,7 +354,7 @@ def _train_all(tmp_path, name, data, *, stop_at=None, resume=False):
 def test_sigterm_then_resume_equals_an_uninterrupted_run(tmp_path, capsys):
     data = write_jsonl(tmp_path / "d.jsonl", toy_rows(5, 1))  # 5 examples: 2 steps an epoch
     assert _train_all(tmp_path, "straight", data) == 0
-    assert _train_all(tmp_path, "killed", data, stop_at=3) == 0
+    assert _train_all(tmp_path, "killed", data, stop_at=3) == STOPPED_EXIT  # resume with --resume
     printed = capsys.readouterr().out
     assert "stopped by SIGTERM at step 3/4" in printed
     assert (tmp_path / "killed" / "all" / "checkpoint-3").is_dir()

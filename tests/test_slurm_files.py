@@ -336,12 +336,17 @@ def test_bad_python_env_is_reported(tmp_path):
 
 
 # ------------------------------------------------------------------ USR1 -> checkpoint, requeue
+STOPPED_EXIT = 75  # relrl.runtime.stop.STOPPED_EXIT, slurm/prelude.sh's STOPPED_EXIT
+
+# A step standing in for a trainer: on USR1 it writes its "checkpoint" and exits with the
+# status given (75: stopped, resume; 0: it finished anyway); "die": no handler, USR1 kills it.
 STEP = """
 import signal, sys, time
 def stop(signum, frame):
     open(sys.argv[1], "w").write("checkpoint")
-    sys.exit(0)
-signal.signal(signal.SIGUSR1, stop)
+    sys.exit(int(sys.argv[2]))
+if sys.argv[2] != "die":
+    signal.signal(signal.SIGUSR1, stop)
 open(sys.argv[1] + ".ready", "w").close()
 time.sleep(60)
 sys.exit(5)
@@ -351,38 +356,81 @@ BATCH = """
 set -euo pipefail
 ROOT={root}
 source "$ROOT/slurm/prelude.sh"
-run_resumable {step} {marker}
+run_resumable {step} {marker} {how}
 echo "finished without a signal"
 """
 
 
-def test_usr1_is_forwarded_and_the_job_requeues(tmp_path):
-    """The batch shell passes USR1 to the step, which checkpoints and exits 0; the shell then
-    asks SLURM to requeue the job (scontrol is a stand-in that records its arguments)."""
-    site = write_site_env(tmp_path / "site.env", SITE_PYTHON_ENV=str(Path(sys.prefix)))
-    (tmp_path / "bin").mkdir()
+def fake_scontrol(tmp_path: Path, status: int = 0) -> dict:
+    """PATH with an scontrol that records its arguments and exits with `status`."""
+    (tmp_path / "bin").mkdir(exist_ok=True)
     scontrol = tmp_path / "bin" / "scontrol"
-    scontrol.write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path}/scontrol.args\n")
+    scontrol.write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path}/scontrol.args\nexit {status}\n")
     scontrol.chmod(0o755)
-    step = tmp_path / "step.py"
+    return {"PATH": f"{tmp_path}/bin:{os.environ['PATH']}", "SLURM_JOB_ID": "4242"}
+
+
+def batch_job(tmp_path: Path, how: str, *, usr1: bool, scontrol_status: int = 0):
+    """The batch shell running the STEP stand-in; with usr1, SLURM's warning reaches the shell
+    once the step is ready. (returncode, stdout, stderr, the step's marker file)"""
+    site = write_site_env(tmp_path / "site.env", SITE_PYTHON_ENV=str(Path(sys.prefix)))
+    env = clean_env(SITE_ENV=str(site), **fake_scontrol(tmp_path, scontrol_status))
+    step, marker = tmp_path / "step.py", tmp_path / "marker"
     step.write_text(STEP)
-    marker = tmp_path / "marker"
     batch = tmp_path / "batch.sh"
-    batch.write_text(BATCH.format(root=shlex.quote(str(ROOT)), step=step, marker=marker))
-    env = clean_env(SITE_ENV=str(site), SLURM_JOB_ID="4242",
-                    PATH=f"{tmp_path}/bin:{os.environ['PATH']}")
+    batch.write_text(BATCH.format(root=shlex.quote(str(ROOT)), step=step, marker=marker, how=how))
     shell = subprocess.Popen(["bash", str(batch)], env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
-    for _ in range(300):  # the step has installed its handler
-        if Path(f"{marker}.ready").exists():
-            break
-        time.sleep(0.1)
-    shell.send_signal(signal.SIGUSR1)
-    out, err = shell.communicate(timeout=30)
-    assert shell.returncode == 0, err
-    assert marker.read_text() == "checkpoint"
+    if usr1:
+        for _ in range(300):  # the step has installed its handler
+            if Path(f"{marker}.ready").exists():
+                break
+            time.sleep(0.1)
+        shell.send_signal(signal.SIGUSR1)
+    out, err = shell.communicate(timeout=90)
+    return shell.returncode, out, err, marker
+
+
+@pytest.mark.parametrize("how", [str(STOPPED_EXIT), "die"])
+def test_usr1_is_forwarded_and_a_stopped_step_requeues_the_job(tmp_path, how):
+    """The batch shell passes USR1 to the step, which checkpoints and exits 75 (or dies of the
+    signal before it could); the shell then asks SLURM to requeue the job (scontrol is a
+    stand-in that records its arguments), and the job file goes no further."""
+    code, out, err, marker = batch_job(tmp_path, how, usr1=True)
+    assert code == 0, err
+    assert marker.exists() == (how != "die")
     assert (tmp_path / "scontrol.args").read_text().split() == ["requeue", "4242"]
     assert "requeueing job 4242" in out and "finished without a signal" not in out
+
+
+def test_a_step_that_finished_despite_the_signal_is_not_requeued(tmp_path):
+    """Exit 0 is a finished step, even after USR1: the job goes on, nothing requeued."""
+    code, out, err, marker = batch_job(tmp_path, "0", usr1=True)
+    assert code == 0, err
+    assert marker.read_text() == "checkpoint"
+    assert not (tmp_path / "scontrol.args").exists()
+    assert "requeueing" not in out and "finished without a signal" in out
+
+
+def test_a_step_stopped_by_another_signal_requeues_the_job(tmp_path):
+    """75 alone (a SIGTERM the job shell never saw) still means: stopped, resume."""
+    site = write_site_env(tmp_path / "site.env", SITE_PYTHON_ENV=str(Path(sys.prefix)))
+    step = tmp_path / "step.py"
+    step.write_text(f"import sys; sys.exit({STOPPED_EXIT})\n")
+    batch = tmp_path / "batch.sh"
+    batch.write_text(BATCH.format(root=shlex.quote(str(ROOT)), step=step, marker="x", how=""))
+    result = subprocess.run(["bash", str(batch)], capture_output=True, text=True, timeout=30,
+                            env=clean_env(SITE_ENV=str(site), **fake_scontrol(tmp_path)))
+    assert result.returncode == 0, result.stderr
+    assert "requeueing job 4242" in result.stdout
+    assert "finished without a signal" not in result.stdout
+
+
+def test_a_failed_requeue_leaves_the_job_marked_unfinished(tmp_path):
+    code, out, err, _ = batch_job(tmp_path, str(STOPPED_EXIT), usr1=True, scontrol_status=1)
+    assert code == STOPPED_EXIT
+    assert "scontrol requeue failed: resubmit this job to resume" in err
+    assert "finished without a signal" not in out
 
 
 def test_step_failure_without_a_signal_fails_the_job(tmp_path):
@@ -390,11 +438,41 @@ def test_step_failure_without_a_signal_fails_the_job(tmp_path):
     step = tmp_path / "step.py"
     step.write_text("import sys; sys.exit(3)\n")
     batch = tmp_path / "batch.sh"
-    batch.write_text(BATCH.format(root=shlex.quote(str(ROOT)), step=step, marker="x"))
+    batch.write_text(BATCH.format(root=shlex.quote(str(ROOT)), step=step, marker="x", how=""))
     result = subprocess.run(["bash", str(batch)], env=clean_env(SITE_ENV=str(site)),
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 3
     assert "requeueing" not in result.stdout
+
+
+def exiting_python(tmp_path: Path, status: int) -> Path:
+    """A virtual environment whose python prints its command line and exits with `status`."""
+    env = tmp_path / "venv"
+    (env / "bin").mkdir(parents=True)
+    (env / "bin" / "python").write_text(f'#!/bin/bash\necho "python $*"\nexit {status}\n')
+    (env / "bin" / "python").chmod(0o755)
+    return env
+
+
+@pytest.mark.parametrize("job, extra", [("grpo", {"EXP": "exp10"}), ("sft_kfold", {})])
+def test_training_jobs_requeue_a_stopped_step_and_resume_when_requeued(tmp_path, job, extra):
+    """The job files themselves: a training step that exits 75 requeues the job (the first
+    fold's, for SFT: no later fold starts), and the requeued job (SLURM_RESTART_COUNT 1)
+    passes --resume."""
+    data = tmp_path / "data.jsonl"
+    data.write_text("{}\n")
+    inputs = {"GRPO_DATASET": str(data), "SFT_DATASET": str(data), **extra}
+    site = write_site_env(tmp_path / "site.env",
+                          SITE_PYTHON_ENV=str(exiting_python(tmp_path, STOPPED_EXIT)))
+    stopped = run_job(job, site, **inputs, **fake_scontrol(tmp_path))
+    assert stopped.returncode == 0, stopped.stderr
+    calls = [line for line in stopped.stdout.splitlines() if line.startswith("python ")]
+    assert len(calls) == 1 and "--resume" not in calls[0]
+    assert "requeueing job 4242" in stopped.stdout
+    assert (tmp_path / "scontrol.args").read_text().split() == ["requeue", "4242"]
+    requeued = run_job(job, site, **inputs, **fake_scontrol(tmp_path), SLURM_RESTART_COUNT="1")
+    calls = [line for line in requeued.stdout.splitlines() if line.startswith("python ")]
+    assert calls and all(c.endswith(" --resume") or " --resume " in c for c in calls)
 
 
 # ------------------------------------------------------------------ a CI cluster that is down

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from test_slurm_files import ROOT, SLURM, clean_env, dry_run, sbatch_lines, write_site_env
 
 TRAIN_STAGES = {"sft_kfold", "grpo_exp7", "grpo_exp10"}
@@ -28,6 +29,10 @@ def test_pipeline_dry_run_sends_the_training_stages_to_several_nodes(tmp_path):
     assert all("nodes" not in options for options in single.values())
 
 
+# A rank standing in for a trainer: when the stop file appears it "checkpoints", writes the
+# stopped status 75 beside the stop file (relrl.runtime.stop.exit_status) and exits with the
+# status its launcher would report: 75 (srun), 1 (torchrun, which turns any failure into 1),
+# or 1 without the file (a crash while stopping).
 STEP = """
 import os, sys, time
 stop = os.environ["RELRL_STOP_FILE"]
@@ -35,7 +40,9 @@ open(sys.argv[1] + ".ready", "w").close()
 for _ in range(600):
     if os.path.exists(stop):
         open(sys.argv[1], "w").write("checkpoint after " + open(stop).read().strip())
-        sys.exit(0)
+        if sys.argv[2] != "crash":
+            open(stop + ".exit", "w").write("75\\n")
+        sys.exit(int(sys.argv[2]) if sys.argv[2] != "crash" else 1)
     time.sleep(0.1)
 sys.exit(5)
 """
@@ -45,7 +52,7 @@ set -euo pipefail
 ROOT={root}
 source "$ROOT/slurm/prelude.sh"
 source "$ROOT/slurm/distributed.sh"
-run_training {out} {step} {marker}
+run_training {out} {step} {marker} {how}
 echo "finished without a signal"
 """
 
@@ -57,7 +64,9 @@ exec {python} "$@"
 """
 
 
-def test_usr1_reaches_every_rank_through_the_stop_file_and_the_job_requeues(tmp_path):
+def multi_node_job(tmp_path, how):
+    """The batch shell running the STEP stand-in on 2 nodes of 4 GPUs, SLURM's USR1 sent once
+    it is ready: (returncode, stdout, stderr, marker file, output folder)."""
     site = write_site_env(tmp_path / "site.env", SITE_PYTHON_ENV=str(Path(sys.prefix)))
     (tmp_path / "bin").mkdir()
     for name, text in (("scontrol", f"#!/bin/sh\n[ \"$1\" = requeue ] && echo \"$@\" > "
@@ -71,7 +80,7 @@ def test_usr1_reaches_every_rank_through_the_stop_file_and_the_job_requeues(tmp_
     out.mkdir()
     batch = tmp_path / "batch.sh"
     batch.write_text(BATCH.format(root=shlex.quote(str(ROOT)), out=out, step=step,
-                                  marker=marker))
+                                  marker=marker, how=how))
     env = clean_env(SITE_ENV=str(site), SLURM_JOB_ID="4242", SLURM_NNODES="2",
                     SLURM_JOB_NODELIST="node-[a-b]", SLURM_GPUS_ON_NODE="4",
                     PATH=f"{tmp_path}/bin:{os.environ['PATH']}")
@@ -82,7 +91,14 @@ def test_usr1_reaches_every_rank_through_the_stop_file_and_the_job_requeues(tmp_
         time.sleep(0.1)
     shell.send_signal(signal.SIGUSR1)
     stdout, err = shell.communicate(timeout=60)
-    assert shell.returncode == 0, err
+    return shell.returncode, stdout, err, marker, out
+
+
+@pytest.mark.parametrize("how", ["75", "1"])
+def test_usr1_reaches_every_rank_through_the_stop_file_and_the_job_requeues(tmp_path, how):
+    """75 from the launcher, or torchrun's 1 with the ranks' 75 in <stop file>.exit: requeue."""
+    code, stdout, err, marker, out = multi_node_job(tmp_path, how)
+    assert code == 0, err
     assert marker.read_text() == "checkpoint after SIGUSR1"
     assert (tmp_path / "scontrol.args").read_text().split() == ["requeue", "4242"]
     assert "requeueing job 4242" in stdout and "finished without a signal" not in stdout
@@ -92,7 +108,15 @@ def test_usr1_reaches_every_rank_through_the_stop_file_and_the_job_requeues(tmp_
     launcher = words[words.index("-m") + 1:]
     assert launcher[:5] == ["torch.distributed.run", "--nnodes=2", "--nproc_per_node=4",
                             "--rdzv_backend=c10d", "--rdzv_endpoint=node-a:24242"]
-    assert not list(out.glob(".stop-*"))  # the stop file is gone for the requeued run
+    assert not list(out.glob(".stop-*"))  # the stop file (and its .exit) gone for the requeue
+
+
+def test_a_rank_that_fails_while_stopping_fails_the_job(tmp_path):
+    """torchrun's 1 without the ranks' 75: a failure, not a stop; nothing requeued."""
+    code, stdout, err, marker, out = multi_node_job(tmp_path, "crash")
+    assert code == 1
+    assert not (tmp_path / "scontrol.args").exists() and "requeueing" not in stdout
+    assert not list(out.glob(".stop-*"))
 
 
 def rendezvous_host(tmp_path, scontrol):

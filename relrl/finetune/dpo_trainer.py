@@ -47,6 +47,7 @@ from relrl.runtime.config import (
     redefault,
     setting,
 )
+from relrl.runtime.stop import exit_status
 from relrl.runtime.tracking import REPORT_TO, open_tracker
 from relrl.runtime.tracking import RUN_FILES as TRACKING_FILES
 from relrl.untrusted import UntrustedInputError, load_json_file
@@ -389,12 +390,14 @@ def _train(cfg: DPOConfig, pairs: list[Pair], out: Path, fingerprint: str, setti
     finally:
         tracker.close()
     result["completions_cut"] = cut
-    if not main:
-        return 0
-    atomic_write_json(out / STATS_FILE, result)
-    if not result["stopped_by"].startswith("SIG"):
-        save_adapter(model, out / ADAPTER_DIR)
-        print(f"done: {result['steps']} steps, last margin {result['margins'][-1]:+.4f}, "
-              f"implicit-reward accuracy {result['accuracies'][-1]:.2f}; adapter saved to "
-              f"{out / ADAPTER_DIR}", flush=True)
-    return 0
+    status = exit_status(result["stopped_by"])  # 75 on every rank when a signal stopped it
+    if main:
+        atomic_write_json(out / STATS_FILE, result)
+        if not status:
+            save_adapter(model, out / ADAPTER_DIR)
+            print(f"done: {result['steps']} steps, last margin {result['margins'][-1]:+.4f}, "
+                  f"implicit-reward accuracy {result['accuracies'][-1]:.2f}; adapter saved to "
+                  f"{out / ADAPTER_DIR}", flush=True)
+    # the others wait for rank 0's files: a launcher ends every rank once one exits non-zero
+    distributed.barrier()
+    return status

@@ -40,6 +40,7 @@ from relrl.runtime import distributed
 from relrl.runtime.checkpointing import prepare_output_dir, run_fingerprint
 from relrl.runtime.cli import UsageError, env_default
 from relrl.runtime.config import SettingsParser, refuse_other_settings, setting, write_config
+from relrl.runtime.stop import exit_status
 from relrl.runtime.tracking import REPORT_TO, Tracker, open_tracker
 from relrl.runtime.tracking import RUN_FILES as TRACKING_FILES
 from relrl.tools.protocol import DEFAULT_MAX_TOOL_CALLS
@@ -359,8 +360,11 @@ def _train_and_score(cfg: KFoldConfig, args, rows, output_dir: Path) -> int:
                                       use_unsloth=cfg.unsloth)
         try:
             trained = train_adapter(cfg, plan, model, tokenizer, tracker)
-            if trained["result"]["stopped_by"].startswith("SIG"):
-                return 0
+            if trained["result"]["stopped_by"].startswith("SIG"):  # resume with --resume
+                # the others wait for rank 0's files: a launcher ends every rank once one
+                # exits non-zero
+                distributed.barrier()
+                return exit_status(trained["result"]["stopped_by"])
             if not cfg.train_all and main:  # scoring the fold is rank 0's; the others wait
                 pair = evaluate_fold(cfg, plan, trained["model"], tokenizer, settings,
                                      folds=cfg.folds, fold_seed=cfg.fold_seed)

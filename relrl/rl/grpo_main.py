@@ -20,6 +20,7 @@ from relrl.runtime import distributed
 from relrl.runtime.checkpointing import run_fingerprint
 from relrl.runtime.cli import UsageError, env_default, number_type
 from relrl.runtime.config import SettingsParser, prepare_run_dir
+from relrl.runtime.stop import exit_status
 from relrl.runtime.tracking import RUN_FILES as TRACKING_FILES
 from relrl.runtime.tracking import open_tracker
 
@@ -73,7 +74,8 @@ def resolve_sft_adapter(adapter: str | None, fold: int | None) -> str:
 
 def main(variant: str, argv=None, *, reward_fn: RewardFn | None = None) -> int:
     """Validate everything (flags, datasets, adapter, output folder), then load and train.
-    0 when the run ends, or a signal stopped it; 3 when the health check stopped it."""
+    0 when the run ends; 75 (STOPPED_EXIT) when a signal stopped it, to be resumed with
+    --resume; 3 when the health check stopped it."""
     spec = VARIANTS[variant]
     cfg, args = build_parser(variant).parse(argv)
     cfg.check()
@@ -134,7 +136,12 @@ def main(variant: str, argv=None, *, reward_fn: RewardFn | None = None) -> int:
                                   settings=settings, fingerprint=fingerprint, engine=engine,
                                   tracker=tracker)
             result = trainer.run(resume_from)
+        # every rank waits for rank 0's statistics.json: a launcher (torchrun, srun
+        # --kill-on-bad-exit) ends the other ranks as soon as one exits non-zero (75, 3)
+        distributed.barrier()
     finally:
         tracker.close()
         distributed.cleanup()
-    return UNHEALTHY_EXIT if result["stopped_by"].startswith("unhealthy") else 0
+    if result["stopped_by"].startswith("unhealthy"):
+        return UNHEALTHY_EXIT
+    return exit_status(result["stopped_by"])  # STOPPED_EXIT (75) when a signal stopped it

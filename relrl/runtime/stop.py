@@ -3,9 +3,11 @@
 SLURM sends SIGTERM (time limit) or SIGUSR1 (the job file's --signal, before a time limit or
 a preemption) shortly before it kills a job. While a StopFlag is active those signals set
 `.signal` instead of ending the process, so the trainer can write a checkpoint at a safe point
-and exit 0. Under torchrun SLURM's signal reaches the launcher, not the workers: the multi-node
-job file writes the file named by $RELRL_STOP_FILE instead, and its appearing counts as the
-signal it names.
+and exit STOPPED_EXIT (75, sysexits' EX_TEMPFAIL: stopped before the end, run it again with
+--resume), never 0, which says the run finished. Under torchrun SLURM's signal reaches the
+launcher, not the workers: the multi-node job file writes the file named by $RELRL_STOP_FILE
+instead, and its appearing counts as the signal it names. torchrun reports any worker's
+non-zero status as its own 1, so a stopped run also leaves <stop file>.exit holding 75 there.
 
 Two questions a loop asks:
   requested   this process alone, cheap: asked once per decoding step inside a generation call;
@@ -23,6 +25,25 @@ from pathlib import Path
 from relrl.runtime import distributed
 
 STOP_FILE_ENV = "RELRL_STOP_FILE"
+# The exit status of a run a signal stopped after writing its checkpoint: not finished, resume
+# with --resume. 0 is a finished run; 2 bad input; 3 the GRPO health check (relrl.rl.health).
+STOPPED_EXIT = 75  # sysexits.h EX_TEMPFAIL: "temporary failure, try again later"
+
+
+def exit_status(stopped_by: str) -> int:
+    """A trainer's exit status from its statistics' stopped_by: STOPPED_EXIT when a signal
+    (SIGTERM, SIGUSR1, the stop file) stopped it, else 0. With $RELRL_STOP_FILE set (a
+    data-parallel job, whose launcher loses the workers' status) the stopped status is also
+    written to <stop file>.exit for the job file to read."""
+    if not stopped_by.startswith("SIG"):
+        return 0
+    stop_file = os.environ.get(STOP_FILE_ENV)
+    if stop_file:
+        try:  # every rank writes the same text; the job file reads it once they have all ended
+            Path(f"{stop_file}.exit").write_text(f"{STOPPED_EXIT}\n", encoding="utf-8")
+        except OSError as exc:
+            print(f"warning: cannot write {stop_file}.exit ({exc})", file=sys.stderr, flush=True)
+    return STOPPED_EXIT
 
 
 class StopFlag:
