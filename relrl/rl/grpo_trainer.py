@@ -24,9 +24,9 @@ One optimiser update (`GRPOTrainer.run`):
      completions are truncated or most groups carry no signal, and past its stop limits the
      run ends with a checkpoint and stopped_by "unhealthy:<share>" (the scripts exit 3).
 A stop flag (relrl.runtime.stop.StopFlag: SIGTERM/SIGUSR1, SLURM's notice) handed to `run` ends
-the run at a safe point with a checkpoint and exit status 0: a rollout in progress ends within
-one decoding step (the engine raises GenerationStopped), the sampler forgets the partial draw,
-and a resumed run draws it again. Everything a resumed run needs is in the checkpoint, and
+the run at a safe point with a checkpoint (the scripts exit 75, STOPPED_EXIT): a rollout in
+progress ends within one decoding step (the engine raises GenerationStopped), the sampler
+forgets the partial draw, and a resumed run draws it again. Everything a resumed run needs is in the checkpoint, and
 rollout seeds derive from (run seed, question id, attempt number), so a resumed run ends exactly
 where an uninterrupted one does.
 """
