@@ -26,9 +26,9 @@ One optimiser update (`GRPOTrainer.run`):
 A stop flag (relrl.runtime.stop.StopFlag: SIGTERM/SIGUSR1, SLURM's notice) handed to `run` ends
 the run at a safe point with a checkpoint (the scripts exit 75, STOPPED_EXIT): a rollout in
 progress ends within one decoding step (the engine raises GenerationStopped), the sampler
-forgets the partial draw, and a resumed run draws it again. Everything a resumed run needs is in the checkpoint, and
-rollout seeds derive from (run seed, question id, attempt number), so a resumed run ends exactly
-where an uninterrupted one does.
+forgets the partial draw, and a resumed run draws it again. Everything a resumed run needs is
+in the checkpoint, and rollout seeds derive from (run seed, question id, attempt number), so a
+resumed run ends exactly where an uninterrupted one does.
 """
 from __future__ import annotations
 
