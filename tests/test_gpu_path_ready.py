@@ -401,3 +401,14 @@ def test_top_k_and_sleep_flags(monkeypatch):
     assert cfg.top_k == 20 and cfg.vllm_sleep == "on" and cfg.settings()["top_k"] == 20
     cfg = grpo_config(monkeypatch, False)
     assert cfg.vllm_sleep == "auto" and "top_k" not in cfg.settings()  # old runs still resume
+
+
+# ---------------------------------------------------------------- the run's own settings
+def test_a_sampling_temperature_other_than_1_is_refused(tmp_path):
+    """The loss, the KL and vLLM's raw log-probs are all at temperature 1, so GRPO refuses to
+    sample at another one rather than train on ratios of two different distributions."""
+    from relrl.rl.grpo_config import GRPOConfig
+
+    GRPOConfig(output_dir=str(tmp_path), temperature=1.0).check()
+    with pytest.raises(UsageError, match=r"^--temperature: must be 1, got 0\.7: "):
+        GRPOConfig(output_dir=str(tmp_path), temperature=0.7).check()

@@ -63,7 +63,8 @@ class GRPOConfig:
         choices=SLEEP_MODES, group=ROLLOUTS, fingerprint=False)
     num_generations: int = setting(4, "completions per question (G)", aliases=("-G",),
                                    group=ROLLOUTS, range=">= 2")
-    temperature: float = setting(1.0, "sampling temperature", group=ROLLOUTS, range="> 0")
+    temperature: float = setting(1.0, "sampling temperature: must be 1, the temperature of the "
+                                 "trainer's and vLLM's log-probs", group=ROLLOUTS, range="> 0")
     top_p: float = setting(0.95, "nucleus sampling", group=ROLLOUTS, range="(0, 1]")
     # the study's generate inherited Qwen3's 20 (README); a truncation like top-p, which biases
     # the trainer/sampler ratio of --tis-cap since vLLM reports log-probs before truncation
@@ -220,6 +221,10 @@ class GRPOConfig:
              f"must be in [0, max_new_tokens), got {self.overlong_buffer}")
         need(self.tis_mode == "token" or self.tis_cap > 0, "tis_mode",
              f"{self.tis_mode} needs --tis-cap > 0 (0 turns the correction off)")
+        # The loss, the KL, the entropy and vLLM's raw log-probs are all of the temperature-1
+        # distribution; sampling at another temperature would make every ratio off-policy.
+        need(self.temperature == 1, "temperature", f"must be 1, got {self.temperature}: the "
+             "trainer's log-probs (the loss, the KL) and vLLM's are at temperature 1")
         for kind in ("truncated", "zero_signal", "wasted"):
             warn, stop = getattr(self, f"health_warn_{kind}"), getattr(self, f"health_stop_{kind}")
             need(warn <= stop, f"health_warn_{kind}",
