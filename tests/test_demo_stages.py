@@ -159,7 +159,7 @@ def test_a_script_a_signal_stopped_is_resumed_later_not_failed_nor_done(tmp_path
                                "the same command again to resume it")
     [record] = stage_times.read(tmp_path / "out" / stage_times.FILE_NAME)
     assert record["status"] == "stopped" and d.ledger.get("grpo_exp7")["finished"] is False
-    assert demo_pipeline.EXIT_STOPPED == 75
+    assert demo_pipeline.STOPPED_EXIT == 75  # the trainers' (relrl.runtime.stop)
 
 
 def test_a_training_run_its_health_check_stopped_fails_with_exit_3(tmp_path):

@@ -7,9 +7,10 @@ its output in <work>/logs/<stage>.log, each attempt timed into <results>/stage_t
 (<results>/stage_inputs.json, study.stage_inputs). The stages themselves are the other modules
 of this package, one a file; `study.demo_stages.Demo` puts them together.
 
-A stage is finished only when its output exists and no signal or health check stopped it there;
-a script that a signal stopped exits EXIT_STOPPED (or, as trainers did before, 0 with
-`stopped_by: "SIG..."` in its statistics.json) and resumes when the demo is run again.
+A stage is finished only when its output exists and no signal or health check stopped it there.
+A script that a signal stopped checkpoints and exits STOPPED_EXIT (75, relrl.runtime.stop), or,
+as trainers did before, 0 with `stopped_by: "SIG..."` in its statistics.json: the stage is
+stopped, and the same command resumes it.
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from relrl.data.dataset_io import read_json
 from relrl.runtime.cli import UsageError
+from relrl.runtime.stop import STOPPED_EXIT
 from study import pipeline_config, stage_inputs, stage_times
 from study.pipeline_config import PipelineConfig
 
@@ -46,9 +48,6 @@ MICRO_BATCH = 64
 # beside its gzipped records (--records gzip, docs/evaluation.md): the evaluations, and
 # screening, whose work folder the redone replication commits.
 RECORDS = "gzip"
-# The exit status of a script that a signal stopped before it finished (it checkpointed; the
-# same command resumes it): sysexits.h's EX_TEMPFAIL, which the trainers are to exit with.
-EXIT_STOPPED = 75
 
 
 def recipe(name: str) -> PipelineConfig:
@@ -186,10 +185,10 @@ class Pipeline:
 
     def stopped(self, exit_code: int, done: Path | None) -> bool:
         """Whether a script that exited `exit_code` stopped before finishing, to be resumed:
-        it exited EXIT_STOPPED, or 0 with a statistics.json a signal stopped (trainers before
-        EXIT_STOPPED), or 0 without its result while the demo itself was being stopped. Any
+        it exited STOPPED_EXIT, or 0 with a statistics.json a signal stopped (trainers before
+        STOPPED_EXIT), or 0 without its result while the demo itself was being stopped. Any
         other status (3: the health check stopped training) is a failure."""
-        if exit_code == EXIT_STOPPED:
+        if exit_code == STOPPED_EXIT:
             return True
         return exit_code == 0 and (signal_stopped(done) or bool(
             self.stop_signal and done is not None and not finished(done)))
