@@ -85,16 +85,45 @@ def end_of_turn(tokenizer) -> str:
     return "<|im_end|>" if "<|im_end|>" in tokenizer.get_vocab() else tokenizer.eos_token
 
 
+def _markers(tokenizer) -> list[str]:
+    """The texts of the tokenizer's special and added tokens that a text could spell by accident
+    of its characters: at least two characters, not all letters, digits or spaces."""
+    texts = set(getattr(tokenizer, "all_special_tokens", None) or [])
+    get_added = getattr(tokenizer, "get_added_vocab", None)
+    texts.update(get_added() if get_added else ())
+    return sorted(t for t in texts
+                  if len(t) > 1 and not all(c.isalnum() or c.isspace() for c in t))
+
+
+def without_markers(tokenizer, answer: str) -> str:
+    """`answer` with the first character of every marker it holds (`<` of `<|im_end|>`, of
+    `</tool_response>`...) written as a Python escape (`\\x3c`) wherever it occurs, so its tokens
+    hold no special or added token: an answer cannot change the structure of the turn it is
+    inserted in. protocol.safe_answer has already escaped `<`; this covers any other tokenizer's
+    markers (`[INST]`...). Unchanged when it holds none."""
+    markers = _markers(tokenizer)
+    for _ in range(8):  # an escape could spell a marker only in a contrived vocabulary
+        firsts = sorted({m[0] for m in markers if m in answer})
+        if not firsts:
+            break
+        for c in firsts:
+            answer = answer.replace(c, f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}")
+    return answer
+
+
 def tool_turn_text(tokenizer, answers: list[str]) -> str:
     """What the engine inserts after a turn that ended with tool calls (the model's own
     end-of-turn token included in that turn): the answers as the template renders `tool`
     messages, then a new assistant prefix (Qwen3's has the empty think block when thinking is
-    off). Found by rendering a conversation that ends with a call and taking what follows it."""
+    off). Found by rendering a conversation that ends with a call and taking what follows it.
+    The answers go in without_markers, so the special and added tokens of the result are the
+    template's alone, whatever the answers hold."""
     calls = [{"type": "function", "function": {"name": "calculator", "arguments": {"expression": "1"}}}
              for _ in answers]
     messages = [{"role": "user", "content": "q"},
                 {"role": "assistant", "content": "", "tool_calls": calls},
-                *({"role": "tool", "content": answer} for answer in answers)]
+                *({"role": "tool", "content": without_markers(tokenizer, answer)}
+                  for answer in answers)]
     rendered = _render(tokenizer, messages, "none", True)
     marker = "</tool_call>" + end_of_turn(tokenizer)
     cut = rendered.rfind(marker)

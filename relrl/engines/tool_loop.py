@@ -12,6 +12,10 @@ which samples one turn for a batch of requests.
 - Seeds: turn t of sample j of a question samples with turn_seed(sample_seed(seed, j), t), so a
   completion depends only on its question, attempt, sample and turn.
 - Without tools (--tools none) there is one round, exactly the single-turn sampling of before.
+- Hostile model text: finding and answering calls never raises (protocol.answer_call turns any
+  failure into an error answer), every answer is one line without markers' text
+  (protocol.safe_answer, prompting.without_markers), so the inserted ids hold the template's
+  special tokens only, and the work is linear in the turn's length.
 """
 from __future__ import annotations
 
