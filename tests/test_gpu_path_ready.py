@@ -412,3 +412,63 @@ def test_a_sampling_temperature_other_than_1_is_refused(tmp_path):
     GRPOConfig(output_dir=str(tmp_path), temperature=1.0).check()
     with pytest.raises(UsageError, match=r"^--temperature: must be 1, got 0\.7: "):
         GRPOConfig(output_dir=str(tmp_path), temperature=0.7).check()
+
+
+# ---------------------------------------------------------------- /dev/shm for every rank
+def test_the_shm_need_counts_every_rank_on_the_node(monkeypatch):
+    for name in ("LOCAL_WORLD_SIZE", "SLURM_STEP_TASKS_PER_NODE", "WORLD_SIZE", "RANK"):
+        monkeypatch.delenv(name, raising=False)
+    assert vllm_engine.local_world_size() == 1
+    monkeypatch.setenv("SLURM_STEP_TASKS_PER_NODE", "2(x3)")  # srun: 2 tasks on each of 3 nodes
+    assert vllm_engine.local_world_size() == 2
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")  # torchrun's own count wins
+    assert vllm_engine.local_world_size() == 4
+
+
+def bare_engine(scratch):
+    """A VLLMEngine's adapter bookkeeping without vLLM behind it."""
+    engine = vllm_engine.VLLMEngine.__new__(vllm_engine.VLLMEngine)
+    engine.scratch, engine._scratches, engine.version, engine.lora = scratch, [scratch], 0, None
+    engine._lora_request = lambda name, number, path: types.SimpleNamespace(
+        lora_name=name, lora_int_id=number, lora_path=path)
+    engine.llm = types.SimpleNamespace(llm_engine=types.SimpleNamespace(remove_lora=lambda n: None))
+    return engine
+
+
+def test_a_full_shm_moves_the_adapters_to_disk_in_one_line(tmp_path, monkeypatch, capsys):
+    import errno
+
+    shm = tmp_path / "shm"
+    shm.mkdir()
+    written = []
+
+    def save(model, folder):  # the first write finds /dev/shm full half-way
+        folder.mkdir(parents=True)
+        (folder / "adapter_model.safetensors").write_text("w")
+        written.append(folder)
+        if len(written) == 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr(vllm_engine, "save_adapter", save)
+    engine = bare_engine(shm)
+    engine.sync_adapter(None)
+    first = Path(engine.lora.lora_path)
+    assert not first.is_relative_to(shm) and (first / "adapter_model.safetensors").is_file()
+    assert not (shm / "adapter-1").exists()  # the half-written copy is gone
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"warning: no space left in {shm}") and "\n" not in err
+    engine.sync_adapter(None)  # later syncs go to disk at once, without a second warning
+    assert Path(engine.lora.lora_path).parent == first.parent and not first.exists()
+    assert capsys.readouterr().err == ""
+    disk = engine.scratch
+    engine.close()
+    assert not disk.exists() and not shm.exists()
+
+
+def test_another_write_error_is_not_swallowed(tmp_path, monkeypatch):
+    import errno
+
+    def save(model, folder):
+        raise OSError(errno.EACCES, "Permission denied")
+    monkeypatch.setattr(vllm_engine, "save_adapter", save)
+    with pytest.raises(PermissionError):
+        bare_engine(tmp_path).sync_adapter(None)

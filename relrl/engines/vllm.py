@@ -8,8 +8,10 @@
   logits before temperature, top-k and top-p: what the trainer's old_logp is. Each completion
   carries the sampled tokens' values for truncated importance sampling (relrl.rl.grpo_loss).
 - LoRA sync: sync_adapter(model) writes the adapter to a RAM-backed temporary folder
-  (/dev/shm when it has room for two copies of the adapter, else the system's temporary
-  folder) and the next request names it with a new LoRARequest id; the old one is dropped. A
+  (/dev/shm when it has room for two copies of the adapter for every rank on the node, else
+  the system's temporary folder; if /dev/shm fills up anyway (ENOSPC: another job's files),
+  the engine moves to the temporary folder and says so in one line) and the next request
+  names it with a new LoRARequest id; the old one is dropped. A
   frozen evaluation adapter is served from its own folder; base_policy() sends requests
   without a LoRARequest.
 - Keyword arguments (engine_kwargs, a pure function): a 4-bit policy is sampled in 4-bit
@@ -28,9 +30,11 @@ above this layer).
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -71,6 +75,17 @@ def ram_folder(prefix: str, need_bytes: int = 0, shm: Path = SHM) -> Path:
     if usable and shutil.disk_usage(shm).free < need_bytes:
         usable = False
     return Path(tempfile.mkdtemp(prefix=prefix, dir=str(shm) if usable else None))
+
+
+def local_world_size() -> int:
+    """Ranks on this node, each writing its own adapter copies to the node's one /dev/shm:
+    torchrun's LOCAL_WORLD_SIZE, else srun's tasks on this node (SLURM_STEP_TASKS_PER_NODE,
+    "4" or "4(x2)"), else every rank (as if all shared this node: the cautious guess)."""
+    for name in ("LOCAL_WORLD_SIZE", "SLURM_STEP_TASKS_PER_NODE"):
+        value = os.environ.get(name, "").split("(")[0].split(",")[0].strip()
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return max(distributed.world(), 1)
 
 
 def adapter_bytes(model) -> int:
@@ -202,8 +217,10 @@ class VLLMEngine(Engine):
 
         self._lora_request = LoRARequest
         self.tokenizer, self.stops = tokenizer, stop_token_ids(tokenizer)
-        # two copies at once: the new adapter is written before the old one is deleted
-        self.scratch = ram_folder("relrl-vllm-", 2 * adapter_bytes(model))
+        # two copies at once (the new adapter is written before the old one is deleted), for
+        # every rank on this node: they share its /dev/shm
+        self.scratch = ram_folder("relrl-vllm-", 2 * adapter_bytes(model) * local_world_size())
+        self._scratches = [self.scratch]  # all removed on close (see _save_synced)
         self.steps = 0  # scheduler steps run: a stop is honoured within one
         self.version, self.lora, self._base = 0, None, False
         self.sleeps = cuda and sleep  # sleep mode is a CUDA feature
@@ -243,15 +260,34 @@ class VLLMEngine(Engine):
     def sync_adapter(self, model) -> None:
         """The next generate samples from `model`'s adapter as it is now."""
         self.version += 1
-        folder = self.scratch / f"adapter-{self.version}"
-        save_adapter(model, folder)
+        folder = self._save_synced(model, f"adapter-{self.version}")
         old, self.lora = self.lora, self._lora_request(f"policy-{self.version}", self.version,
                                                        str(folder))
         if old is not None:
             with contextlib.suppress(Exception):  # never loaded, or already evicted
                 self.llm.llm_engine.remove_lora(old.lora_int_id)
-            if Path(old.lora_path).is_relative_to(self.scratch):
+            if any(Path(old.lora_path).is_relative_to(s) for s in self._scratches):
                 shutil.rmtree(old.lora_path, ignore_errors=True)
+
+    def _save_synced(self, model, name: str) -> Path:
+        """The adapter saved as `name` in the scratch folder. When a RAM-backed one is full
+        (ENOSPC: the room checked at start was taken since), the half-written copy is removed
+        and this and every later adapter go to the system's temporary folder, said once."""
+        folder = self.scratch / name
+        try:
+            save_adapter(model, folder)
+            return folder
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC or len(self._scratches) > 1:
+                raise
+            shutil.rmtree(folder, ignore_errors=True)
+        self.scratch = Path(tempfile.mkdtemp(prefix="relrl-vllm-"))
+        self._scratches.append(self.scratch)
+        print(f"warning: no space left in {self._scratches[0]} for the adapter; vLLM's adapters "
+              f"now go to {self.scratch} (on disk)", file=sys.stderr, flush=True)
+        folder = self.scratch / name
+        save_adapter(model, folder)
+        return folder
 
     @contextlib.contextmanager
     def base_policy(self):
@@ -322,4 +358,5 @@ class VLLMEngine(Engine):
             with contextlib.suppress(Exception):
                 llm.llm_engine.engine_core.shutdown()
             self.llm = None
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        for scratch in getattr(self, "_scratches", [self.scratch]):
+            shutil.rmtree(scratch, ignore_errors=True)
