@@ -9,7 +9,7 @@ from transformers import AutoTokenizer
 from relrl.data.prompting import SYSTEM_PROMPT, build_prompt, build_training_text
 from relrl.modeling.tiny_tokenizer import fixed_tokenizer
 from relrl.models.by_name import load_model
-from relrl.models.tiny_build import RECIPE, build_tiny, checked_report, load_or_build_tiny, tiny_dir
+from relrl.models.tiny_build import RECIPE, build_tiny_here, checked_report, load_or_build_tiny, tiny_dir
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +69,9 @@ MICRO = replace(RECIPE, version="test", n_train=96, vocab_size=400, hidden_size=
 
 def test_build_recipe_caches_reports_and_rebuilds_identically(tmp_path, monkeypatch):
     lines = []
-    first = build_tiny(MICRO, tmp_path / "a", log=lines.append)
-    second = build_tiny(MICRO, tmp_path / "b", log=lambda _: None)
+    # in this process (a build proper runs in a pinned child: tests/test_pinned_build.py)
+    first = build_tiny_here(MICRO, tmp_path / "a", log=lines.append)
+    second = build_tiny_here(MICRO, tmp_path / "b", log=lambda _: None)
     saved = json.loads((tmp_path / "a" / "accuracy.json").read_text())
     assert saved["by_family"] == first["by_family"] == second["by_family"]
     assert len(saved["by_family"]) >= 30 and saved["recipe"]["version"] == "test"

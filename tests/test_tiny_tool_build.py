@@ -6,7 +6,7 @@ import json
 import pytest
 
 from relrl.models import by_name, tiny_tool_build
-from relrl.models.tiny_tool_build import ToolRecipe, build_tiny_tool
+from relrl.models.tiny_tool_build import ToolRecipe, build_tiny_tool_here
 
 SHRUNK = ToolRecipe(version="tool-test", n_train=40, steps=3, warmup=1, vocab_size=600,
                     hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
@@ -26,7 +26,7 @@ def built(tmp_path_factory):
 
     tiny_tool_build.pretrain = spy
     try:
-        report = build_tiny_tool(SHRUNK, folder, log=lambda line: None)
+        report = build_tiny_tool_here(SHRUNK, folder, log=lambda line: None)  # in this process
     finally:
         tiny_tool_build.pretrain = real
     return folder, report, seen

@@ -19,6 +19,7 @@ another rule is made on first request from the cached model (accuracy-<rule>.jso
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import math
 import random
@@ -27,7 +28,7 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -39,6 +40,7 @@ from relrl.grading.scoring import grade
 from relrl.grading.target_kind import target_kind_of
 from relrl.modeling.tiny_models import cache_root, name_model, new_model, qwen3_config
 from relrl.modeling.tiny_tokenizer import train_tokenizer
+from relrl.models.pinned_build import in_pinned_process, run_pinned
 from relrl.problems.dataset import generate_rows
 from relrl.problems.registry import FAMILIES
 from relrl.runtime.cli import ArgumentParser, add_tolerance_rule_arg, run_main
@@ -97,6 +99,20 @@ class Recipe:
 
 RECIPE = Recipe()
 
+# The built models that ship with the code, the same bits on every machine (docs/testing.md,
+# "The same bits on every CPU"), and the SHA-256 of each one's model.safetensors: what a
+# pre-registration names. A cache holding another build is reported, not replaced.
+SHIPPED = Path(__file__).resolve().parent / "shipped"
+REGISTERED_SHA256 = {
+    "tiny-v3": "64659fc71493c7c5fb96fa828bc1740d5d08512f35eb61f6b966911f8d88c397",
+}
+# A shortened recipe (400 problems, 40 steps, no check) whose pinned build takes a minute or
+# two: `--check-bits` compares its digest with PROBE_SHA256, so a machine shows quickly whether
+# it builds the registered bits.
+PROBE = replace(RECIPE, n_train=400, steps=40)
+PROBE_SHA256 = "2b9f77701d17c3c3b5b4d142661205312ae4bb4ee2fad87ff87b9fe8ce4bc570"
+BUILD_MINUTES = {"tiny-v3": "about 8", "tiny-tool-v1": "45 to 90"}  # measured: docs/demo.md
+
 
 def tiny_dir(recipe: Recipe = RECIPE) -> Path:
     return cache_root() / f"tiny-{recipe.version}"
@@ -115,15 +131,52 @@ def load_or_build(folder: Path, name: str, build):
     if not (folder / "accuracy.json").is_file():
         with build_lock(folder):
             if not (folder / "accuracy.json").is_file():  # another process may have built it
-                print(f"building the {name} model into {folder} (first use only, a few minutes)",
-                      file=sys.stderr, flush=True)
-                build(folder)
+                if not install_shipped(folder):
+                    print(f"building the {name} model into {folder} (first use only; "
+                          f"{BUILD_MINUTES.get(folder.name, 'some')} minutes on 2 cores)",
+                          file=sys.stderr, flush=True)
+                    build(folder)
+    check_registered(folder)
     model = Qwen3ForCausalLM.from_pretrained(folder, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     # the current template: it renders tools; without them, what the model was trained on
     tokenizer.chat_template = CHATML_TEMPLATE
     name_model(model, name)
     return model.eval(), tokenizer
+
+
+def install_shipped(folder: Path) -> bool:
+    """Copy the shipped build of `folder`'s model (relrl/models/shipped/) into the cache, through
+    a staging folder; False when none is shipped (then the model is built)."""
+    source = SHIPPED / folder.name
+    if not (source / "accuracy.json").is_file():
+        return False
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+    try:
+        shutil.copytree(source, staging, dirs_exist_ok=True)
+        if folder.exists():
+            shutil.rmtree(folder)
+        staging.rename(folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return True
+
+
+def weights_sha256(folder: Path) -> str:
+    return hashlib.sha256((Path(folder) / "model.safetensors").read_bytes()).hexdigest()
+
+
+def check_registered(folder: Path) -> None:
+    """A one-line warning when a cached built-in model is not the registered build: results
+    made with it are not comparable with the registered ones."""
+    expected = REGISTERED_SHA256.get(folder.name)
+    if expected and (folder / "model.safetensors").is_file():
+        found = weights_sha256(folder)
+        if found != expected:
+            print(f"warning: {folder} holds another build of {folder.name} (SHA-256 "
+                  f"{found[:16]}, registered {expected[:16]}); `make clean-cache` brings back "
+                  f"the shipped one", file=sys.stderr, flush=True)
 
 
 @contextmanager
@@ -281,26 +334,71 @@ def format_accuracy(report: dict) -> str:
 
 
 def build_tiny(recipe: Recipe, folder: Path, log=print) -> dict:
-    """Build into a temporary folder beside `folder`, then move it into place."""
+    """Build into a temporary folder beside `folder`, then move it into place, in a pinned
+    process of its own (relrl.models.pinned_build) so the bits do not depend on the CPU."""
+    if not in_pinned_process():
+        run_pinned("relrl.models.tiny_build:build_tiny_here", folder, asdict(recipe),
+                   recipe.threads)
+        return json.loads((Path(folder) / "accuracy.json").read_text())
+    return build_tiny_here(recipe, folder, log)
+
+
+def build_tiny_here(recipe: Recipe | dict, folder: Path, log=print) -> dict:
+    """build_tiny in this process, whatever its kernels."""
+    recipe = Recipe(**recipe) if isinstance(recipe, dict) else recipe
     started = time.time()
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
     with threads(recipe.threads):
-        rows = training_rows(recipe)
-        # Laid out as the chat prompt is, so the system prompt and roles get their own merges.
-        texts = [f"system\n{SYSTEM_PROMPT}\nuser\n{row['question']}\nassistant\n{row['reasoning']}"
-                 for row in rows]
-        tokenizer = train_tokenizer(texts, recipe.vocab_size)
-        pairs = _encode(tokenizer, rows)
-        model = new_model(qwen3_config(tokenizer, recipe.max_positions, **recipe.dims()),
-                          recipe.seed, "tiny")
-        log(f"tiny {recipe.version}: {sum(p.numel() for p in model.parameters()):,} parameters, "
-            f"{len(rows)} problems, {len(tokenizer)} tokens, {recipe.steps} steps")
-        losses = pretrain(model, pairs, recipe, tokenizer.pad_token_id, log)
+        model, tokenizer, rows, losses = pretrained(recipe, log)
         train_seconds = time.time() - started
         report = family_accuracy(model, tokenizer, recipe, frozenset(r["question"] for r in rows))
     return finish_build(folder, model, tokenizer, report, recipe, losses, started, train_seconds,
                         format_accuracy, log)
+
+
+def pretrained(recipe: Recipe, log=print):
+    """(model, tokenizer, rows, losses): the recipe's tokenizer and weights, trained."""
+    rows = training_rows(recipe)
+    # Laid out as the chat prompt is, so the system prompt and roles get their own merges.
+    texts = [f"system\n{SYSTEM_PROMPT}\nuser\n{row['question']}\nassistant\n{row['reasoning']}"
+             for row in rows]
+    tokenizer = train_tokenizer(texts, recipe.vocab_size)
+    pairs = _encode(tokenizer, rows)
+    model = new_model(qwen3_config(tokenizer, recipe.max_positions, **recipe.dims()),
+                      recipe.seed, "tiny")
+    log(f"tiny {recipe.version}: {sum(p.numel() for p in model.parameters()):,} parameters, "
+        f"{len(rows)} problems, {len(tokenizer)} tokens, {recipe.steps} steps")
+    losses = pretrain(model, pairs, recipe, tokenizer.pad_token_id, log)
+    return model, tokenizer, rows, losses
+
+
+def weights_digest(model) -> str:
+    """SHA-256 over every tensor of the model's state, in name order."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def probe_here(recipe: Recipe | dict, folder: Path) -> None:
+    """The recipe trained in this process, without its check: its weights' digest and the
+    kernels torch ran, in folder/probe.json."""
+    recipe = Recipe(**recipe) if isinstance(recipe, dict) else recipe
+    with threads(recipe.threads):
+        model = pretrained(recipe, log=lambda *args: None)[0]
+    atomic_write_json(Path(folder) / "probe.json",
+                      {"sha256": weights_digest(model),
+                       "capability": torch.backends.cpu.get_cpu_capability()})
+
+
+def probe_bits(env: dict | None = None) -> dict:
+    """PROBE built in a pinned process (started from `env`, default this one's): probe.json."""
+    with tempfile.TemporaryDirectory() as folder:
+        run_pinned("relrl.models.tiny_build:probe_here", Path(folder), asdict(PROBE),
+                   PROBE.threads, env)
+        return json.loads((Path(folder) / "probe.json").read_text())
 
 
 def finish_build(folder: Path, model, tokenizer, report: dict, recipe, losses: list[float],
@@ -352,15 +450,28 @@ def checked_report(folder: Path, rule: str, recipe: Recipe = RECIPE) -> dict:
 def main() -> None:
     parser = ArgumentParser(description="Build the built-in `tiny` model and print its accuracy.")
     parser.add_argument("--force", action="store_true", help="rebuild even if cached")
+    parser.add_argument("--check-bits", action="store_true",
+                        help="build a shortened recipe under the pins (a minute or two) and say "
+                        "whether this machine gives the registered bits; exit status 1 if not")
     add_tolerance_rule_arg(parser)
 
     def run():
         args = parser.parse_args()
+        if args.check_bits:
+            found = probe_bits()["sha256"]
+            same = found == PROBE_SHA256
+            print(f"pinned probe build: SHA-256 {found[:16]}, recorded {PROBE_SHA256[:16]}: "
+                  + ("this machine builds the registered bits" if same else
+                     "this machine builds other bits: use the shipped models"))
+            sys.exit(0 if same else 1)
         folder = tiny_dir()
         if args.force or not (folder / "accuracy.json").is_file():
             with build_lock(folder):
                 # another process may have built it while this one waited for the lock
-                if args.force or not (folder / "accuracy.json").is_file():
+                if not args.force and not (folder / "accuracy.json").is_file() \
+                        and install_shipped(folder):
+                    print(f"installed the shipped tiny into {folder}")
+                elif args.force or not (folder / "accuracy.json").is_file():
                     build_tiny(RECIPE, folder)  # prints the study rule's table
                     if args.tolerance_rule == "study":
                         return

@@ -18,7 +18,7 @@ it cost.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from relrl.data.dataset_io import read_json
@@ -26,12 +26,14 @@ from relrl.data.prompting import build_prompt
 from relrl.data.tool_solutions import encode_segments, tool_solution
 from relrl.modeling.tiny_models import cache_root, new_model, qwen3_config
 from relrl.modeling.tiny_tokenizer import fixed_tokenizer, train_tokenizer
+from relrl.models.pinned_build import in_pinned_process, run_pinned
 from relrl.models.tiny_build import (
     Recipe,
     build_lock,
     family_accuracy,
     finish_build,
     format_accuracy,
+    install_shipped,
     load_or_build,
     pretrain,
     threads,
@@ -78,6 +80,17 @@ def training_rows(recipe: ToolRecipe) -> list[dict]:
 
 
 def build_tiny_tool(recipe: ToolRecipe, folder: Path, log=print) -> dict:
+    """Like tiny's build: in a pinned process of its own, the same bits on any AVX2 CPU."""
+    if not in_pinned_process():
+        run_pinned("relrl.models.tiny_tool_build:build_tiny_tool_here", folder, asdict(recipe),
+                   recipe.threads)
+        return json.loads((Path(folder) / "accuracy.json").read_text())
+    return build_tiny_tool_here(recipe, folder, log)
+
+
+def build_tiny_tool_here(recipe: ToolRecipe | dict, folder: Path, log=print) -> dict:
+    """build_tiny_tool in this process, whatever its kernels."""
+    recipe = ToolRecipe(**recipe) if isinstance(recipe, dict) else recipe
     started = time.time()
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
@@ -126,7 +139,10 @@ def main() -> None:
         args = parser.parse_args()
         folder = tiny_tool_dir()
         with build_lock(folder):
-            if args.force or not (folder / "accuracy.json").is_file():
+            if not args.force and not (folder / "accuracy.json").is_file() \
+                    and install_shipped(folder):
+                print(f"installed the shipped tiny-tool into {folder}")
+            elif args.force or not (folder / "accuracy.json").is_file():
                 build_tiny_tool(RECIPE, folder)
                 return
         print(describe(read_json(folder / "accuracy.json")))
