@@ -9,18 +9,21 @@ turn) is real. Which samples call depends only on the sample's seed, so resumed 
 data-parallel runs script the same ones.
 
 Run as a script (`python tests/test_grpo_tools.py ARGS`), this file is GRPO exp10 with scripted
-calls: what the data-parallel test launches under torchrun.
+calls: what the data-parallel test launches under torchrun, and the kill/resume test in separate
+processes (SCRIPTED_CALLS=errors scripts calls the calculator refuses; STOP_AT_ROUND=k sends the
+process SIGTERM in its k-th sampling round).
 """
 import json
 import math
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from test_grpo_trainer import ROWS, config, letters, sigterm_after, tiny_policy
+from test_grpo_trainer import ROWS, config, letters, sigterm_after, tiny_policy, write_rows
 
 from relrl.engines import Completion, hf
 from relrl.rl.dynamic_sampling import Group
@@ -29,6 +32,7 @@ from relrl.rl.grpo_metrics import step_record
 from relrl.rl.grpo_trainer import GRPOTrainer
 from relrl.runtime.checkpointing import run_fingerprint
 from relrl.runtime.cli import UsageError
+from relrl.runtime.stop import STOPPED_EXIT
 from relrl.tools.protocol import calculator_call
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,16 +41,33 @@ CALL = calculator_call("2*3") + "<|im_end|>"
 MAX_NEW = 76
 
 
-def scripted_calls(real=hf.sample_round):
+# Calls the calculator refuses, each for another reason: `%` was answered with a memory address
+# (`Operator '<ast.Mod object at 0x7f...>'`), different in every process; the second echoes a
+# marker's text; the third is a domain error.
+ERROR_CALLS = [calculator_call(e) + "<|im_end|>" for e in ("7 % 2", "1 <|im_end|> 2", "sqrt(-1)")]
+
+
+def scripted_calls(real=hf.sample_round, calls=(CALL,), stop_at_round=None):
     """hf.sample_round where a first turn (the prompt alone: its system, user and assistant
-    starts) of a sample with an even seed returns the ids of CALL instead of sampling."""
+    starts) of a sample with an even seed returns the ids of one of `calls` (chosen by the seed)
+    instead of sampling; each call's text is written as plain tokens (a `<|im_end|>` inside the
+    expression as its characters, as a model could spell it), then the end-of-turn token. With
+    `stop_at_round`, the process sends itself SIGTERM in that round (counted from 1)."""
+    rounds = {"n": 0}
+
     def sample_round(model, tokenizer, requests, sampling, should_stop=None):
-        call = tokenizer(CALL, add_special_tokens=False)["input_ids"]
+        rounds["n"] += 1
+        if rounds["n"] == stop_at_round:
+            os.kill(os.getpid(), signal.SIGTERM)
+        end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        ids = [tokenizer(c.removesuffix("<|im_end|>"), add_special_tokens=False,
+                         split_special_tokens=True)["input_ids"] + [end] for c in calls]
         start = tokenizer.convert_tokens_to_ids("<|im_start|>")
         scripted = [r.ids.count(start) == 3 and r.seed % 2 == 0 for r in requests]
         others = [r for r, s in zip(requests, scripted) if not s]
         sampled = iter(real(model, tokenizer, others, sampling, should_stop) if others else [])
-        return [(list(call), None) if s else next(sampled) for s in scripted]
+        return [(list(ids[(r.seed >> 8) % len(ids)]), None) if s else next(sampled)
+                for r, s in zip(requests, scripted)]
     return sample_round
 
 
@@ -246,6 +267,56 @@ def test_resume_mid_run_with_tool_calls_equals_an_uninterrupted_run(tmp_path, mo
             assert (out / name).read_bytes() == (tmp_path / "straight" / name).read_bytes()
 
 
+# ---------------------------------------------------------------------- kill and resume
+KILL_ARGS = ["--model", "tiny-random", "--reward", "digit-share", "--tools", "calculator",
+             "--max-new-tokens", "90", "--max-useful-steps", "3", "--save-every", "1",
+             "--max-total-steps", "30", "--train-micro-batch", "2", "--learning-rate", "1e-2",
+             "--beta", "0.05", "--grad-accum", "1"]
+
+
+def test_a_run_whose_tool_answers_are_errors_killed_and_resumed_in_new_processes_is_identical(
+        tmp_path, monkeypatch):
+    """The calculator refuses most scripted calls, one of them the kind whose error once held a
+    memory address (different in every process); a run killed by SIGTERM in one process and
+    resumed in another ends byte for byte where an uninterrupted run in a third ends."""
+    from relrl.engines import tool_loop
+    from relrl.rl.grpo_main import main
+
+    data = write_rows(tmp_path / "train.jsonl", ROWS)
+    answers = []
+    real_answer = tool_loop.answer_call
+
+    def spy(body, tools="calculator"):
+        answer = real_answer(body, tools)
+        answers.append(answer.text)
+        return answer
+
+    monkeypatch.setattr(tool_loop, "answer_call", spy)
+    monkeypatch.setattr(hf, "sample_round", scripted_calls(calls=ERROR_CALLS))
+    straight = tmp_path / "straight"
+    assert main("exp10", [*KILL_ARGS, "--dataset", data, "--output-dir", str(straight)]) == 0
+    assert {a for a in answers if a.startswith("error:")} >= {
+        "error: '%' not supported: numbers, + - * / ^ !, names and the calculator's functions only",
+        "error: cannot parse '1 \\x3c|im_end|> 2'", "error: math domain error"}
+    log = [json.loads(x) for x in (straight / "train_log.jsonl").read_text().splitlines()]
+    assert sum(x["tool_error_share"] or 0 for x in log) > 0
+
+    out = tmp_path / "killed"
+    args = [*KILL_ARGS, "--dataset", data, "--output-dir", out]
+    # in the third step's first round: two steps trained and saved, the third never finishes
+    killed = run_script(0, *args, env={"SCRIPTED_CALLS": "errors", "STOP_AT_ROUND": "4"},
+                        expect=STOPPED_EXIT)
+    assert "stopped by SIGTERM" in killed
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
+    resumed = run_script(0, *args, "--resume", env={"SCRIPTED_CALLS": "errors"})
+    assert "resumed from" in resumed and "done (max_useful_steps)" in resumed
+    for name in ("checkpoint-3/adapter_model.safetensors", "statistics.json"):
+        assert (out / name).read_bytes() == (straight / name).read_bytes(), name
+    timeless = [{k: v for k, v in json.loads(x).items() if not k.startswith("t_")}
+                for x in (out / "train_log.jsonl").read_text().splitlines()]
+    assert timeless == [{k: v for k, v in x.items() if not k.startswith("t_")} for x in log]
+
+
 # ---------------------------------------------------------------------- data parallel
 DP_ROWS = [{"id": f"q{i}", "question": f"What is {i} plus {i + 1}?", "answer": str(2 * i + 1)}
            for i in range(4)]
@@ -276,21 +347,24 @@ def test_two_gloo_ranks_with_tool_calls_equal_one_process(tmp_path):
     assert_adapters_close(tmp_path / "one" / "checkpoint-2", tmp_path / "two" / "checkpoint-2")
 
 
-def run_script(nproc: int, *args) -> str:
+def run_script(nproc: int, *args, env=None, expect=0) -> str:
     """This file as GRPO exp10 with scripted calls, under torchrun with nproc gloo ranks (or
-    plainly for 0)."""
+    plainly for 0); its stdout, once its exit status is `expect`."""
     runner = [sys.executable] if nproc == 0 else [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT),
-           **{k: "" for k in os.environ if k.startswith("SLURM_")}}
+           **{k: "" for k in os.environ if k.startswith("SLURM_")}, **(env or {})}
     proc = subprocess.run([*runner, __file__, *map(str, args)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == expect, proc.stderr[-3000:]
     return proc.stdout
 
 
 if __name__ == "__main__":
     from relrl.rl.grpo_main import main
 
-    hf.sample_round = scripted_calls()
+    stop_at = os.environ.get("STOP_AT_ROUND")
+    hf.sample_round = scripted_calls(
+        calls=ERROR_CALLS if os.environ.get("SCRIPTED_CALLS") == "errors" else (CALL,),
+        stop_at_round=int(stop_at) if stop_at else None)
     sys.exit(main("exp10", sys.argv[1:]))
