@@ -513,3 +513,34 @@ def test_the_installed_vllm_has_every_call_the_engine_makes():
     import inspect
 
     assert {"lora_request", "use_tqdm"} <= set(inspect.signature(vllm.LLM.enqueue).parameters)
+
+
+# ---------------------------------------------------------------- vLLM sized by the run's shapes
+def test_the_scheduler_is_sized_by_the_largest_call():
+    base = dict(seed=0, max_model_len=3072 + 2048, gpu_memory_utilization=0.35, cuda=True)
+    assert "max_num_seqs" not in vllm_engine.engine_kwargs("m", **base)  # vLLM's defaults
+    sized = vllm_engine.engine_kwargs("m", **base, max_sequences=32)  # gen batch 8 x G 4
+    assert (sized["max_num_seqs"], sized["max_num_batched_tokens"]) == (32, 5120)
+    wide = vllm_engine.engine_kwargs("m", **base, max_sequences=6000)
+    assert wide["max_num_batched_tokens"] == 6000  # one token of every sequence per step
+
+
+def test_kv_demand_over_the_cache_is_one_line_with_the_numbers():
+    # the default shapes: 8 x 4 sequences of 3,072 + 512 + 370 tokens, about 126k,
+    # against ~133k tokens of cache at a 0.35 share beside the 4-bit policy: they fit
+    assert vllm_engine.kv_warning(32, 3072 + 512 + 370, 133_000) is None
+    warning = vllm_engine.kv_warning(64, 3954, 133_000)  # G=8: twice that
+    assert warning.startswith("warning: ") and "\n" not in warning
+    assert "64 sequences x 3,954 tokens = 253,056 tokens" in warning and "133,000" in warning
+    assert "--vllm-gpu-memory-utilization" in warning
+    assert vllm_engine.kv_warning(64, 3954, None) is None  # a vLLM that does not say: no guess
+
+
+def test_kv_cache_tokens_reads_what_vllm_reports():
+    config = types.SimpleNamespace(kv_cache_size_tokens=None, num_gpu_blocks=10, block_size=16)
+    llm = types.SimpleNamespace(llm_engine=types.SimpleNamespace(
+        vllm_config=types.SimpleNamespace(cache_config=config)))
+    assert vllm_engine.kv_cache_tokens(llm) == 160
+    config.kv_cache_size_tokens = 150  # group-aware, where vLLM gives it
+    assert vllm_engine.kv_cache_tokens(llm) == 150
+    assert vllm_engine.kv_cache_tokens(types.SimpleNamespace()) is None

@@ -59,19 +59,22 @@ def require_vllm() -> None:
 def make_engine(name: str, model, tokenizer, *, source: str | None = None, seed: int = 0,
                 adapter: str | None = None, max_new_tokens: int = 3072,
                 gpu_memory_utilization: float = DEFAULT_VLLM_MEMORY, base_folder=None,
-                four_bit: bool = False, sleep: bool = False) -> Engine:
+                four_bit: bool = False, sleep: bool = False, max_sequences: int | None = None,
+                kv_demand: tuple[int, int] | None = None) -> Engine:
     """An engine for `model` (hf) or for the base model `source` served by vLLM with the
     adapter of `model` (synced) or the frozen adapter folder `adapter`. `base_folder(source,
     seed, scratch)` turns a name vLLM cannot load itself into a folder (relrl.models.by_name passes one
     for the built-in models, which sit above this layer). vLLM only: `four_bit` samples the
-    policy in 4-bit as the trainer holds it, `sleep` frees its GPU memory during updates."""
+    policy in 4-bit as the trainer holds it, `sleep` frees its GPU memory during updates,
+    `max_sequences` and `kv_demand` size its scheduler and KV check (VLLMEngine)."""
     if name == "hf":
         return HFEngine(model, tokenizer)
     if name == "vllm":
         return VLLMEngine(source, tokenizer, model=model, adapter=adapter, seed=seed,
                           max_new_tokens=max_new_tokens,
                           gpu_memory_utilization=gpu_memory_utilization, base_folder=base_folder,
-                          four_bit=four_bit, sleep=sleep)
+                          four_bit=four_bit, sleep=sleep, max_sequences=max_sequences,
+                          kv_demand=kv_demand)
     raise UsageError(f"--rollout-engine: one of {', '.join(ENGINES)}, got {name!r}")
 
 

@@ -19,7 +19,12 @@
   trainer did; since vLLM 0.28 this needs the vllm-bnb-plugin package); under torchrun or srun
   with several ranks each rank's engine runs on its own GPU through vLLM's external_launcher
   backend, which takes the GPU from LOCAL_RANK (launcher_env sets it to this rank's device);
-  sleep mode only when asked (relrl.models.by_name decides from the memory arithmetic).
+  sleep mode only when asked (relrl.models.by_name decides from the memory arithmetic); given
+  the most sequences a generation call of the run holds (the trainer's gen batch x G, or its
+  validation call if larger), max_num_seqs is that number and max_num_batched_tokens the larger
+  of it and max_model_len (one whole prompt, or one token of every sequence, per scheduler
+  step), and after start a one-line warning says when a training call's KV demand (sequences x
+  their length budget) exceeds vLLM's KV cache, where vLLM would preempt and recompute.
 - Stops: the engine is driven one scheduler step at a time (LLM.enqueue, then
   LLMEngine.step), and should_stop is asked before every step: a stop aborts the requests and
   raises GenerationStopped within one decoding step.
@@ -179,7 +184,7 @@ def bnb_plugin_present() -> bool:
 
 def engine_kwargs(folder: str, *, seed: int, max_model_len: int, gpu_memory_utilization: float,
                   cuda: bool, lora_rank: int | None = None, four_bit: bool = False,
-                  world: int = 1, sleep: bool = False) -> dict:
+                  world: int = 1, sleep: bool = False, max_sequences: int | None = None) -> dict:
     """vllm.LLM's keyword arguments (see the module docstring)."""
     kwargs = dict(model=folder, tokenizer=folder, seed=seed, max_model_len=max_model_len,
                   gpu_memory_utilization=gpu_memory_utilization,
@@ -193,7 +198,34 @@ def engine_kwargs(folder: str, *, seed: int, max_model_len: int, gpu_memory_util
         kwargs.update(distributed_executor_backend="external_launcher", tensor_parallel_size=1)
     if lora_rank is not None:
         kwargs.update(enable_lora=True, max_lora_rank=lora_rank_for(lora_rank), max_loras=1)
+    if max_sequences is not None:  # the run's own shape, not vLLM's defaults
+        kwargs.update(max_num_seqs=max_sequences,
+                      max_num_batched_tokens=max(max_model_len, max_sequences))
     return kwargs
+
+
+def kv_cache_tokens(llm) -> int | None:
+    """Tokens vLLM's KV cache holds, once started (None where this vLLM does not say)."""
+    try:
+        cache = llm.llm_engine.vllm_config.cache_config
+    except AttributeError:
+        return None
+    tokens = getattr(cache, "kv_cache_size_tokens", None)
+    if tokens is None and getattr(cache, "num_gpu_blocks", None) and getattr(cache, "block_size", None):
+        tokens = cache.num_gpu_blocks * cache.block_size
+    return int(tokens) if tokens else None
+
+
+def kv_warning(sequences: int, tokens_each: int, cache_tokens: int | None) -> str | None:
+    """One line when a generation call's sequences at their full length budget need more KV
+    cache than vLLM has (it then preempts sequences and recomputes them); None when they fit."""
+    demand = sequences * tokens_each
+    if cache_tokens is None or demand <= cache_tokens:
+        return None
+    return (f"warning: a generation call may hold {sequences} sequences x {tokens_each:,} tokens "
+            f"= {demand:,} tokens of KV cache, and vLLM's holds {cache_tokens:,}: it will preempt "
+            "and recompute sequences; raise --vllm-gpu-memory-utilization, or lower --gen-batch, "
+            "-G or --max-new-tokens")
 
 
 def launcher_env(device_index: int) -> dict[str, str]:
@@ -250,7 +282,11 @@ class VLLMEngine(Engine):
 
     def __init__(self, source: str, tokenizer, *, model=None, adapter: str | None = None,
                  seed: int = 0, max_new_tokens: int = 3072, gpu_memory_utilization: float = 0.35,
-                 base_folder=None, four_bit: bool = False, sleep: bool = False):
+                 base_folder=None, four_bit: bool = False, sleep: bool = False,
+                 max_sequences: int | None = None, kv_demand: tuple[int, int] | None = None):
+        """max_sequences: the most sequences one generation call of the run holds (None:
+        vLLM's defaults); kv_demand: (sequences, tokens each) of a training call (gen batch x
+        G, each its prompt, new tokens and tool turns), checked against the KV cache."""
         vllm = import_vllm()
         cuda = torch.cuda.is_available()
         if four_bit:  # before anything is written or loaded
@@ -280,7 +316,7 @@ class VLLMEngine(Engine):
         kwargs = engine_kwargs(folder, seed=seed, max_model_len=self.max_model_len,
                                gpu_memory_utilization=gpu_memory_utilization, cuda=cuda,
                                lora_rank=adapter_rank(model, adapter), four_bit=four_bit,
-                               world=world, sleep=sleep)
+                               world=world, sleep=sleep, max_sequences=max_sequences)
         if world > 1 and cuda:
             os.environ.update(launcher_env(torch.cuda.current_device()))
         try:
@@ -299,6 +335,10 @@ class VLLMEngine(Engine):
         except UsageError:
             self.close()
             raise
+        if kv_demand is not None:
+            warning = kv_warning(*kv_demand, kv_cache_tokens(self.llm))
+            if warning and distributed.is_main():
+                print(warning, file=sys.stderr, flush=True)
         if adapter is not None:
             self.version = 1
             self.lora = LoRARequest("adapter", 1, str(adapter))

@@ -106,7 +106,8 @@ def base_folder(source: str, seed: int, scratch: Path) -> str:
 def make_engine(name: str, model, tokenizer, *, source: str | None = None, seed: int = 0,
                 adapter: str | None = None, max_new_tokens: int = 3072,
                 gpu_memory_utilization: float = DEFAULT_VLLM_MEMORY,
-                four_bit: bool | None = None, sleep: bool = False) -> Engine:
+                four_bit: bool | None = None, sleep: bool = False,
+                max_sequences: int | None = None, kv_demand: tuple[int, int] | None = None) -> Engine:
     """relrl.engines.make_engine, with vLLM able to serve the built-in models by name and
     sampling in 4-bit when `model` (the policy) is held in 4-bit (four_bit=None: ask it)."""
     if four_bit is None:
@@ -114,7 +115,8 @@ def make_engine(name: str, model, tokenizer, *, source: str | None = None, seed:
     return engines.make_engine(name, model, tokenizer, source=source, seed=seed, adapter=adapter,
                                max_new_tokens=max_new_tokens,
                                gpu_memory_utilization=gpu_memory_utilization,
-                               base_folder=base_folder, four_bit=four_bit, sleep=sleep)
+                               base_folder=base_folder, four_bit=four_bit, sleep=sleep,
+                               max_sequences=max_sequences, kv_demand=kv_demand)
 
 
 # --vllm-sleep auto: the memory arithmetic (docs/engines.md, "GPU memory, sleep mode and batch mode")

@@ -12,7 +12,13 @@ from relrl.data.dataset_io import load_dataset, questions_fingerprint
 from relrl.engines import require_vllm
 from relrl.grading.rewards import RewardFn
 from relrl.modeling.loading import attach_lora, check_adapter_dir, check_model_source, load_adapter
-from relrl.models.by_name import load_model, make_engine, tool_context_tokens, vllm_sleep
+from relrl.models.by_name import (
+    PROMPT_TOKENS,
+    load_model,
+    make_engine,
+    tool_context_tokens,
+    vllm_sleep,
+)
 from relrl.rl.grpo_config import GRPOConfig
 from relrl.rl.grpo_trainer import LOG_FILE, STATS_FILE, GRPOTrainer
 from relrl.rl.health import UNHEALTHY_EXIT
@@ -126,12 +132,19 @@ def main(variant: str, argv=None, *, reward_fn: RewardFn | None = None) -> int:
               f"G={cfg.num_generations}, {cfg.rollout_engine} rollouts, {cfg.loss} loss, "
               f"{cfg.max_useful_steps} useful steps{ranks}, fingerprint {fingerprint}", flush=True)
     try:
+        tool_tokens = tool_context_tokens(tokenizer, cfg.tools, cfg.max_tool_calls)
         sleep = vllm_sleep(cfg.vllm_sleep, model, cfg.vllm_gpu_memory_utilization,
-                           cfg.train_micro_batch, cfg.max_new_tokens,
-                           tool_context_tokens(tokenizer, cfg.tools, cfg.max_tool_calls))
+                           cfg.train_micro_batch, cfg.max_new_tokens, tool_tokens)
+        # vLLM's scheduler sized by this rank's largest generation call (training or
+        # validation), its KV check by a training call at full length
+        questions = cfg.grad_accum if cfg.sampling_mode == "step" else cfg.gen_batch
+        training = math.ceil(questions / world) * cfg.num_generations
+        validation = math.ceil(len(val_rows) / world) * cfg.val_samples
         with make_engine(cfg.rollout_engine, model, tokenizer, source=cfg.model, seed=cfg.seed,
                          max_new_tokens=cfg.max_new_tokens, sleep=sleep,
-                         gpu_memory_utilization=cfg.vllm_gpu_memory_utilization) as engine:
+                         gpu_memory_utilization=cfg.vllm_gpu_memory_utilization,
+                         max_sequences=max(training, validation),
+                         kv_demand=(training, PROMPT_TOKENS + cfg.max_new_tokens + tool_tokens)) as engine:
             trainer = GRPOTrainer(cfg, model, tokenizer, rows, val_rows, reward_fn=reward_fn,
                                   settings=settings, fingerprint=fingerprint, engine=engine,
                                   tracker=tracker)
