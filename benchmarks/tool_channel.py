@@ -1,7 +1,8 @@
 """Worst cases of the tool channel's text processing, timed at growing input sizes: the
 calculator's postfix factorials (`1` then n `!`), a sum of n terms, comb(1e300, n), and the
 tool-call parser on a turn of n `<tool_call>` openings that never close. Each time is the best
-of 3; the last column is the time per character (flat when the work is linear).
+of 3 in CPU time (a shared machine's wait for a core left out); the last column is the time per
+character (flat when the work is linear).
 
 Run: python benchmarks/tool_channel.py
 """
@@ -15,9 +16,9 @@ from relrl.tools.protocol import tool_call_bodies
 def best_of(f, repeats=3):
     best = float("inf")
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = time.process_time()
         f()
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
     return best
 
 
