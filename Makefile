@@ -37,13 +37,20 @@ $(VENV)/.installed: $(REQUIREMENTS)
 	$(PY) -m pip install -q --no-deps -e .
 	touch $@
 
-# The built-in tiny model first (about 8 minutes on 2 cores the first time, then cached), so no
-# test pays for its build inside its own timeout; then the tests, one pytest-xdist worker per
+# The built-in tiny model into the cache first (a copy of the shipped build), so no test pays for
+# it inside its own timeout; then the tests, one pytest-xdist worker per
 # core, each test file on one worker (files share module fixtures such as the FAST demo), in
 # the order tests/conftest.py gives them (the files with slow tests first).
 test: install
 	$(PY) -m relrl.models.tiny_build
 	$(PY) -m pytest -q -n auto --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS) tests
+
+# The property-based tests (marked `fuzz`: the grader's linear time, the calculator and the
+# tool-call parser) with the `fuzz` profile of tests/conftest.py, many more examples than under
+# `make test`, which runs the same tests with its default profile (minutes; see docs/testing.md).
+.PHONY: fuzz
+fuzz: install
+	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q -n auto -m fuzz $(PYTEST_ARGS) tests
 
 # The redone replication's design at development seed 100 (about 4 hours on 2 cores); STUDY=1
 # the study's own rules and miniature (about 18 minutes), FAST=1 its 5-minute smoke version.

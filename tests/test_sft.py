@@ -404,6 +404,7 @@ def test_short_sft_raises_tiny_accuracy_on_its_families(tmp_path):
     assert pair["n"] == 200 and pair["base"]["samples"] == 1
     train_ids = {r["id"] for r in rows} - {r["id"] for r in pair["finetuned"]["results"]}
     assert len(train_ids) == 200
+    print(f"SFT on tiny: {pair['delta']:+.1f} points, McNemar p {pair['mcnemar_p']:.2g}")
     assert pair["delta"] >= 8, pair["delta"]  # points
     assert pair["mcnemar_p"] < 0.01
 
