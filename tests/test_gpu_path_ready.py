@@ -11,6 +11,10 @@ import textwrap
 import types
 from pathlib import Path
 
+# peft imports bitsandbytes (in the CPU set since the 4-bit path runs there), and bitsandbytes
+# picks its backend when first imported: under the fakes below that say CUDA is present it
+# would pick CUDA's and fail. Imported here, on the real device, before any fake.
+import peft  # noqa: F401
 import pytest
 import torch
 import torch.serialization

@@ -6,6 +6,10 @@ import json
 import sys
 import types
 
+# peft imports bitsandbytes (in the CPU set since the 4-bit path runs there), and bitsandbytes
+# picks its backend when first imported: under the fakes below that say CUDA is present it
+# would pick CUDA's and fail. Imported here, on the real device, before any fake.
+import peft  # noqa: F401
 import pytest
 import torch
 
@@ -230,3 +234,26 @@ def test_bf16_logits_give_float32_logprobs_and_gradients():
     assert logits.grad.dtype == torch.bfloat16
     assert torch.allclose(logits.grad.float(), reference.grad, atol=1e-3, rtol=1e-2)
     assert not entropy.requires_grad
+
+
+def test_unsloths_max_seq_length_is_the_runs_length_budget(model_dir, fake_cuda, fake_unsloth,
+                                                           monkeypatch):
+    """Not a fixed 4,096: a prompt, the new tokens and, with tools, the declaration and every
+    inserted answer turn, counted with the model's own tokenizer."""
+    from relrl.models import by_name
+
+    seen = {}
+
+    def from_pretrained(**kwargs):
+        seen.update(kwargs)
+        return load_builtin("tiny-random", seed=0)
+    monkeypatch.setattr(fake_unsloth, "from_pretrained", from_pretrained)
+    load_model(str(model_dir), use_unsloth=True)  # no budget given: Unsloth's former default
+    assert seen["max_seq_length"] == modeling.UNSLOTH_SEQ_LENGTH == 4096
+    load_model(str(model_dir), use_unsloth=True, max_new_tokens=6000)
+    assert seen["max_seq_length"] == by_name.PROMPT_TOKENS + 6000
+    load_model(str(model_dir), use_unsloth=True, max_new_tokens=6000, tools="calculator",
+               max_tool_calls=4)
+    tok = by_name.load_tokenizer(str(model_dir))
+    tools = by_name.tool_context_tokens(tok, "calculator", 4)
+    assert tools > 0 and seen["max_seq_length"] == by_name.PROMPT_TOKENS + 6000 + tools

@@ -257,10 +257,15 @@ def finish_loading(model, tokenizer):
     return model, tokenizer
 
 
+UNSLOTH_SEQ_LENGTH = 4096  # Unsloth's max_seq_length when the caller gives no length budget
+
+
 def load_pretrained(name_or_path: str, *, load_in_4bit: bool | None = None, use_unsloth: bool = False,
-                    seed: int = 0, flag: str = "--model"):
+                    seed: int = 0, flag: str = "--model", max_seq_length: int | None = None):
     """(model, tokenizer) in eval mode from a hub id or a local folder. `seed` is Unsloth's
-    random_state. The built-in names are resolved a layer up, by relrl.models.by_name.load_model.
+    random_state, `max_seq_length` its longest sequence (the run's prompt, new tokens and tool
+    turns; None: UNSLOTH_SEQ_LENGTH). The built-in names are resolved a layer up, by
+    relrl.models.by_name.load_model.
 
     load_in_4bit=None (auto) means: a pre-quantized checkpoint in 4-bit anywhere bitsandbytes
     runs, a full-precision one in 4-bit NF4 on CUDA and in float32 on the CPU; True quantizes
@@ -276,7 +281,8 @@ def load_pretrained(name_or_path: str, *, load_in_4bit: bool | None = None, use_
     if load_in_4bit is False:
         check_not_prequantized(name_or_path)
     if use_unsloth:
-        model, tokenizer = _load_unsloth(fast, name_or_path, load_in_4bit is not False, seed)
+        model, tokenizer = _load_unsloth(fast, name_or_path, load_in_4bit is not False, seed,
+                                         max_seq_length or UNSLOTH_SEQ_LENGTH)
     else:
         saved_4bit = prequantized(checkpoint_config(name_or_path))
         four_bit = four_bit_wanted(load_in_4bit, cuda=cuda, prequantized=saved_4bit)
@@ -316,9 +322,9 @@ def _load_transformers(name_or_path: str, four_bit: bool, saved_4bit: bool, cuda
     return model, tokenizer
 
 
-def _load_unsloth(fast, name_or_path: str, four_bit: bool, seed: int):
+def _load_unsloth(fast, name_or_path: str, four_bit: bool, seed: int, max_seq_length: int):
     model, tokenizer = fast.from_pretrained(
-        model_name=name_or_path, load_in_4bit=four_bit, dtype=None, max_seq_length=4096,
+        model_name=name_or_path, load_in_4bit=four_bit, dtype=None, max_seq_length=max_seq_length,
         random_state=seed, device_map=unsloth_device_map())
     model._relrl_unsloth = True
     return model, tokenizer

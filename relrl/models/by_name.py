@@ -25,6 +25,7 @@ from relrl.modeling.loading import (
     check_model_source,
     checkpoint_config,
     finish_loading,
+    import_unsloth,
     is_four_bit,
     load_adapter,
     load_pretrained,
@@ -47,18 +48,23 @@ def load_builtin(name: str, seed: int = 0):
 
 
 def load_model(name_or_path: str, *, load_in_4bit: bool | None = None, use_unsloth: bool = False,
-               seed: int = 0, flag: str = "--model"):
+               seed: int = 0, flag: str = "--model", max_new_tokens: int | None = None,
+               tools: str = "none", max_tool_calls: int = 0):
     """(model, tokenizer) in eval mode. `seed` sets the weights of `tiny-random` and Unsloth's
     random_state.
 
     load_in_4bit: see relrl.modeling.loading.load_pretrained for hub/local models. The built-in
     models load in float32 unless load_in_4bit is True, which quantizes them on loading as it
-    quantizes any full-precision checkpoint (wherever bitsandbytes runs).
+    quantizes any full-precision checkpoint (wherever bitsandbytes runs). With Unsloth,
+    `max_new_tokens`, `tools` and `max_tool_calls` give its max_seq_length (unsloth_seq_length).
     """
     check_cuda_present()
     if name_or_path not in BUILTIN_MODELS:
+        length = None
+        if use_unsloth and max_new_tokens is not None:
+            length = unsloth_seq_length(name_or_path, max_new_tokens, tools, max_tool_calls)
         return load_pretrained(name_or_path, load_in_4bit=load_in_4bit, use_unsloth=use_unsloth,
-                               seed=seed, flag=flag)
+                               seed=seed, flag=flag, max_seq_length=length)
     check_load_flags(load_in_4bit, use_unsloth)
     if load_in_4bit:
         return _load_builtin_four_bit(name_or_path, seed)
@@ -76,6 +82,15 @@ def _load_builtin_four_bit(name: str, seed: int):
         model, tokenizer = load_pretrained(folder, load_in_4bit=True)
     name_model(model, name)
     return model, tokenizer
+
+
+def unsloth_seq_length(name: str, max_new_tokens: int, tools: str, max_tool_calls: int) -> int:
+    """Unsloth's max_seq_length for a run: a prompt (PROMPT_TOKENS), the new tokens and, with
+    tools, their declaration and every inserted answer turn, counted with the model's own
+    tokenizer. Unsloth is imported first: it patches transformers, which the tokenizer imports."""
+    import_unsloth()
+    tokenizer = vllm_engine.load_tokenizer(name)
+    return PROMPT_TOKENS + max_new_tokens + tool_context_tokens(tokenizer, tools, max_tool_calls)
 
 
 def load_tokenizer(name: str):

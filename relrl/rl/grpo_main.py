@@ -108,7 +108,9 @@ def main(variant: str, argv=None, *, reward_fn: RewardFn | None = None) -> int:
 
     torch.manual_seed(cfg.seed)  # a new LoRA's initial weights (the same on every rank)
     model, tokenizer = load_model(cfg.model, load_in_4bit=cfg.load_in_4bit,
-                                  use_unsloth=cfg.unsloth, seed=cfg.seed)
+                                  use_unsloth=cfg.unsloth, seed=cfg.seed,
+                                  max_new_tokens=cfg.max_new_tokens, tools=cfg.tools,
+                                  max_tool_calls=cfg.max_tool_calls)  # Unsloth's max_seq_length
     if cfg.sft_adapter:
         model = load_adapter(model, cfg.sft_adapter, trainable=True, flag="--sft-adapter")
     else:
