@@ -246,8 +246,10 @@ class DPOConfig(LoopConfig):
     lora_alpha: int = setting(32, "LoRA alpha", positive=True, group=OPTIMISATION)
     max_length: int = setting(4096, "prompt + completion tokens; longer completions are cut",
                               positive=True, group=OPTIMISATION)
-    load_in_4bit: bool | None = setting(None, "auto: 4-bit NF4 on CUDA for hub/local models, "
-                                        "float32 on the CPU", choices=LOAD_IN_4BIT)
+    load_in_4bit: bool | None = setting(None, "auto: a pre-quantized checkpoint in 4-bit anywhere, a "
+                                        "full-precision one in 4-bit NF4 on CUDA and float32 on the "
+                                        "CPU; yes: quantize wherever bitsandbytes runs; no: full "
+                                        "precision", choices=LOAD_IN_4BIT)
     unsloth: bool = setting(False, "load through Unsloth (CUDA only)")
     report_to: str = setting("none", "also log the training curves to TensorBoard "
                              "(<output-dir>/tensorboard) or Weights & Biases",

@@ -74,8 +74,10 @@ class SFTConfig(LoopConfig):
                                    group=OPTIMISATION, range=">= 0")
     max_length: int = setting(4096, "prompt + answer tokens; longer answers are cut",
                               positive=True, group=OPTIMISATION)
-    load_in_4bit: bool | None = setting(None, "auto: 4-bit NF4 on CUDA for hub/local models, "
-                                        "float32 on the CPU", choices=LOAD_IN_4BIT)
+    load_in_4bit: bool | None = setting(None, "auto: a pre-quantized checkpoint in 4-bit anywhere, a "
+                                        "full-precision one in 4-bit NF4 on CUDA and float32 on the "
+                                        "CPU; yes: quantize wherever bitsandbytes runs; no: full "
+                                        "precision", choices=LOAD_IN_4BIT)
     unsloth: bool = setting(False, "load through Unsloth (CUDA only)")
     tools: str = setting("none", "none: the study's plain worked solutions; calculator: the "
                          "prompt declares the calculator and rows with an `expression` train on "

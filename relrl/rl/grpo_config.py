@@ -43,8 +43,10 @@ class GRPOConfig:
     # a new LoRA's rank and alpha (a warm-start adapter keeps its own)
     lora_r: int = setting(32, "LoRA rank", positive=True)
     lora_alpha: int = setting(32, "LoRA alpha", positive=True)
-    load_in_4bit: bool | None = setting(None, "auto: 4-bit NF4 on CUDA for hub/local models, "
-                                        "float32 on the CPU", choices=LOAD_IN_4BIT)
+    load_in_4bit: bool | None = setting(None, "auto: a pre-quantized checkpoint in 4-bit anywhere, a "
+                                        "full-precision one in 4-bit NF4 on CUDA and float32 on the "
+                                        "CPU; yes: quantize wherever bitsandbytes runs; no: full "
+                                        "precision", choices=LOAD_IN_4BIT)
     unsloth: bool = setting(False, "load through Unsloth (CUDA only)")
     # rollouts
     rollout_engine: str = setting(

@@ -163,7 +163,9 @@ def seed_list(flag: str):
 def add_load_args(parser, *, unsloth: bool = True) -> None:
     """How the base model is loaded, the same flags in every script that loads one."""
     parser.add_argument("--load-in-4bit", choices=("auto", "yes", "no"), default="auto",
-                        help="auto: 4-bit NF4 on CUDA for hub/local models, float32 on the CPU")
+                        help="auto: a pre-quantized checkpoint in 4-bit anywhere, a full-precision "
+                        "one in 4-bit NF4 on CUDA and float32 on the CPU; yes: quantize wherever "
+                        "bitsandbytes runs; no: full precision")
     if unsloth:
         parser.add_argument("--unsloth", action="store_true", help="load through Unsloth (CUDA only)")
 
