@@ -105,13 +105,15 @@ RECIPE = Recipe()
 SHIPPED = Path(__file__).resolve().parent / "shipped"
 REGISTERED_SHA256 = {
     "tiny-v3": "64659fc71493c7c5fb96fa828bc1740d5d08512f35eb61f6b966911f8d88c397",
+    # pinned, not shipped (8 MB more): a pinned build on any AVX2 CPU gives these bits
+    "tiny-tool-v1": "a3ea45aa9a3163179b3615f23036518d288189ddfacaea2ad0b08223e11ef620",
 }
 # A shortened recipe (400 problems, 40 steps, no check) whose pinned build takes a minute or
 # two: `--check-bits` compares its digest with PROBE_SHA256, so a machine shows quickly whether
 # it builds the registered bits.
 PROBE = replace(RECIPE, n_train=400, steps=40)
 PROBE_SHA256 = "2b9f77701d17c3c3b5b4d142661205312ae4bb4ee2fad87ff87b9fe8ce4bc570"
-BUILD_MINUTES = {"tiny-v3": "about 8", "tiny-tool-v1": "45 to 90"}  # measured: docs/demo.md
+BUILD_MINUTES = {"tiny-v3": "8 to 18", "tiny-tool-v1": "24 to 47"}  # measured: docs/demo.md
 
 
 def tiny_dir(recipe: Recipe = RECIPE) -> Path:
@@ -339,7 +341,7 @@ def build_tiny(recipe: Recipe, folder: Path, log=print) -> dict:
     if not in_pinned_process():
         run_pinned("relrl.models.tiny_build:build_tiny_here", folder, asdict(recipe),
                    recipe.threads)
-        return json.loads((Path(folder) / "accuracy.json").read_text())
+        return read_json(Path(folder) / "accuracy.json")
     return build_tiny_here(recipe, folder, log)
 
 
@@ -398,7 +400,7 @@ def probe_bits(env: dict | None = None) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         run_pinned("relrl.models.tiny_build:probe_here", Path(folder), asdict(PROBE),
                    PROBE.threads, env)
-        return json.loads((Path(folder) / "probe.json").read_text())
+        return read_json(Path(folder) / "probe.json")
 
 
 def finish_build(folder: Path, model, tokenizer, report: dict, recipe, losses: list[float],

@@ -84,7 +84,7 @@ def build_tiny_tool(recipe: ToolRecipe, folder: Path, log=print) -> dict:
     if not in_pinned_process():
         run_pinned("relrl.models.tiny_tool_build:build_tiny_tool_here", folder, asdict(recipe),
                    recipe.threads)
-        return json.loads((Path(folder) / "accuracy.json").read_text())
+        return read_json(Path(folder) / "accuracy.json")
     return build_tiny_tool_here(recipe, folder, log)
 
 
