@@ -7,7 +7,6 @@ Scripts load models, tokenizers and engines from here.
 """
 from __future__ import annotations
 
-import shutil
 import tempfile
 from pathlib import Path
 
