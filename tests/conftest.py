@@ -2,6 +2,7 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 # One thread per process: the tests start many small model processes on a 2-core machine, where
 # torch's default thread count oversubscribes the cores and slows tiny models by an order of
@@ -9,6 +10,13 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+# Hypothesis profiles, shared by every property test (marked `fuzz`): `default` under `make test`,
+# `fuzz` (many more examples) when HYPOTHESIS_PROFILE=fuzz, as `make fuzz` sets it. Tests scale
+# their example counts from settings.default.max_examples; no deadline, as the machine is shared.
+settings.register_profile("default", max_examples=100, deadline=None)
+settings.register_profile("fuzz", max_examples=2000, deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED_DATA = ROOT.parent / "shared" / "seed-data"
