@@ -659,6 +659,10 @@ def main(argv=None) -> int:
     parser.add_argument("--paths", default=",".join(PATHS),
                         help=f"comma-separated, of {', '.join(PATHS)}")
     parser.add_argument("--skip-vllm", action="store_true", help="skip every vLLM step")
+    parser.add_argument("--steps", default=None,
+                        help="comma-separated step names to run in each path (e.g. load,hf_rollout,"
+                        "grpo_update; default: all); the others are skipped as not selected, and "
+                        "environment and the checkpoints always run")
     parser.add_argument("--vllm-gpu-memory-utilization", type=float, default=0.35,
                         help="vLLM's share of GPU memory beside the policy being trained")
     args = parser.parse_args(argv)
@@ -666,6 +670,11 @@ def main(argv=None) -> int:
     unknown = [p for p in paths if p not in PATHS]
     if unknown or not paths:
         raise UsageError(f"--paths: each one of {', '.join(PATHS)}, got {args.paths!r}")
+    known = {step.name.split(".", 1)[1] for step in all_steps(list(PATHS)) if "." in step.name}
+    if args.steps is not None:
+        wrong = sorted({s.strip() for s in args.steps.split(",")} - known)
+        if wrong or not args.steps.strip():
+            raise UsageError(f"--steps: each one of {', '.join(sorted(known))}, got {args.steps!r}")
     if args.config == "qwen3-8b" and not cuda():
         raise UsageError(f"--config qwen3-8b: torch {torch.__version__} sees no CUDA GPU (a driver "
                          "older than the wheel's CUDA also looks like this); --config small runs "
@@ -684,8 +693,13 @@ def main(argv=None) -> int:
               "groups": GROUPS, "lora_r": LORA_R, "paths": paths,
               "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "steps": {}}
 
+    chosen = None if args.steps is None else {s.strip() for s in args.steps.split(",") if s.strip()}
     for step in all_steps(paths):
-        entry = run_step(step, check, result["steps"])
+        if chosen is not None and "." in step.name and step.name.split(".", 1)[1] not in chosen \
+                and not step.name.endswith(".release"):
+            entry = {"status": "skipped", "why": "not selected (--steps)", "seconds": 0.0}
+        else:
+            entry = run_step(step, check, result["steps"])
         result["steps"][step.name] = entry
         result["total_seconds"] = round(time.perf_counter() - started, 1)
         atomic_write_json(out, result)

@@ -190,3 +190,23 @@ def test_the_kept_config_is_qwen3_8b(gpu_check):
     assert (config["hidden_size"], config["num_hidden_layers"], config["intermediate_size"]) == (4096, 36, 12288)
     assert (config["num_attention_heads"], config["num_key_value_heads"], config["head_dim"]) == (32, 8, 128)
     assert config["vocab_size"] == 151_936 and config["tie_word_embeddings"] is False
+
+
+def test_steps_selects_what_runs_in_each_path(gpu_check, tmp_path, work_dir, capsys):
+    """--steps runs the named steps of each path (release always, so the next path starts clean)
+    and lists the rest as not selected; a step whose need was not selected says so."""
+    from relrl.runtime.cli import UsageError
+
+    out = tmp_path / "sel.json"
+    assert gpu_check.main(["--config", "small", "--paths", "bf16", "--steps",
+                           "load,logprobs_agree,sft_step", "--work-dir", str(work_dir),
+                           "--output", str(out)]) == 0
+    steps = json.loads(out.read_text())["steps"]
+    ran = [name for name, e in steps.items() if e["status"] == "ran"]
+    assert ran == ["environment", "checkpoint", "bf16.load", "bf16.logprobs_agree", "bf16.sft_step",
+                   "bf16.release"]
+    assert steps["bf16.hf_rollout"]["why"] == steps["bf16.vllm_start"]["why"] == "not selected (--steps)"
+    assert steps["bf16.vllm_rollout"]["why"] == "not selected (--steps)"
+    with pytest.raises(UsageError, match=r"^--steps: each one of .*got 'load,warp'"):
+        gpu_check.main(["--config", "small", "--steps", "load,warp", "--output", str(tmp_path / "x.json")])
+    assert not (tmp_path / "x.json").exists()
