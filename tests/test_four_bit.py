@@ -35,11 +35,8 @@ from relrl.modeling.logprobs import completion_logprobs, pack_sequences
 from relrl.models.by_name import load_model
 from relrl.rl import grpo_main
 from relrl.runtime.cli import UsageError
+from relrl.runtime.stop import STOPPED_EXIT  # a trainer stopped by a signal exits 75
 
-try:  # the trainers exit 75 when a signal stopped them (relrl.runtime.stop)
-    from relrl.runtime.stop import STOPPED_EXIT
-except ImportError:  # before that landed they exited 0
-    STOPPED_EXIT = 0
 LAYERS = 4 * 7  # tiny-random: 4 blocks x 7 projections, each a Linear4bit
 # 4-bit NF4 (bf16 compute) against the float32 model it was quantized from (tiny-random, seed
 # 0, the test's 7 completion tokens): mean |log-prob difference| measured 0.052 (max 0.075);
@@ -236,7 +233,7 @@ def test_grpo_with_the_calculator_stops_on_sigterm_and_resumes_identically(
     # partial rollout is forgotten and redrawn identically on resume
     status = grpo_main.main(variant, [*args, "--output-dir", str(killed)],
                             reward_fn=sigterm_at(4 * log[0]["total_attempts"] + 2))
-    assert status in {0, STOPPED_EXIT}
+    assert status == STOPPED_EXIT
     assert "stopped by SIGTERM" in capsys.readouterr().out
     stats = json.loads((killed / "statistics.json").read_text())
     assert stats["stopped_by"] == "SIGTERM" and stats["useful_steps"] == 1
