@@ -134,9 +134,15 @@ UNITS = [" ", "\t", "\n", " \n", ", ", ",", ";", "; ", " and ", " & ", "a, b. ",
          "is approximately ", "- ", "- 1\n", "| ", "| 1 |", "compared to 2 ", "from 1 to ",
          "Step 2 ", "$", "\\(", "\\)", "\\,", "~", "`", "\\text{", "⁻", "⁻⁴", "İ", "∞",
          "determine ", "the reliability ", "R("]
+# Half the runs repeat one of these: what the quadratic paths fed on (whitespace, and the
+# spellings normalize() turns into spaces; digits; braces; boxes; separators; clauses).
+FILLERS = [" ", "\t", "$", "~", "\\,", "`", "1", "{", "\\boxed{", ", ", ";", " at t = 5", "a, b. "]
 MAX_RUN = 32_000
 MAX_TEXT = 40_000
-TARGETS = ["0.5", "31, 521", "1, 2, 3"]
+# What may come before a run: any token, or the start of a value, an exponent, a bold item, a
+# relation or a box that the run then drags out.
+HEADS = TOKENS + ["31,", "31", "2^", "2 \\times 10^", "\n- **", "R = 0.5", "\\boxed{31,",
+                  "Final answer: 31,", "R = 0.5 at t = 5", "\n"]
 # CPU seconds a grade may take: a fixed part plus a budget a character some 20 times the worst
 # hostile text's measured cost (about 2.5 µs a character), so a slow machine passes; at these
 # sizes the quadratic paths this guards against took seconds (docs/grading.md, "Linear time").
@@ -145,11 +151,11 @@ BUDGET_FIXED, BUDGET_PER_CHAR = 0.05, 50e-6
 
 @st.composite
 def hostile_texts(draw):
-    """Up to four long runs of hostile units, with a few random tokens between them."""
+    """Up to three runs of hostile units, each after a token or the start of a value."""
     sizes = st.one_of(st.integers(1, 64), st.integers(8_000, MAX_RUN))
-    runs = draw(st.lists(st.tuples(st.sampled_from(UNITS + TOKENS), sizes), min_size=1,
-                         max_size=4))
-    glue = draw(st.lists(st.sampled_from(TOKENS), min_size=len(runs), max_size=len(runs)))
+    units = st.one_of(st.sampled_from(FILLERS), st.sampled_from(UNITS + TOKENS))
+    runs = draw(st.lists(st.tuples(units, sizes), min_size=1, max_size=3))
+    glue = draw(st.lists(st.sampled_from(HEADS), min_size=len(runs), max_size=len(runs)))
     text = "".join(g + unit * max(1, size // len(unit)) for g, (unit, size) in zip(glue, runs))
     return text[:MAX_TEXT]
 
@@ -180,18 +186,21 @@ def assert_within_budget(what: str, text: str, fn):
 @pytest.mark.fuzz
 @settings(deadline=None, max_examples=max(1, EXAMPLES // 5),
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(hostile_texts(), st.sampled_from(WRAPPINGS), st.sampled_from(TARGETS))
-def test_hostile_text_grades_in_linear_time(text, wrapping, target):
+@given(hostile_texts(), st.sampled_from(WRAPPINGS))
+def test_hostile_text_grades_in_linear_time(text, wrapping):
     """Every grading path (the reward's boxed answers, the plain answers of evaluation, a
     truncated response, the target and its kind) stays within a budget proportional to the
     size, and grading is deterministic."""
     response = wrapping.format(text)
-    for allow_plain, truncated in ((False, False), (True, False), (True, True)):
-        assert_within_budget(f"grade(allow_plain={allow_plain}, truncated={truncated})", response,
+    for target, allow_plain, truncated in (("0.5", False, False), ("0.5", True, False),
+                                           ("31, 521", False, False), ("31, 521", True, False),
+                                           ("31, 521", True, True)):
+        assert_within_budget(f"grade({target!r}, allow_plain={allow_plain}, "
+                             f"truncated={truncated})", response,
                              lambda: grade(response, target, allow_plain=allow_plain,
                                            truncated=truncated))
-    first = grade(response, target, allow_plain=True)
-    assert grade(response, target, allow_plain=True) == first
+    first = grade(response, "31, 521", allow_plain=True)
+    assert grade(response, "31, 521", allow_plain=True) == first
     assert_within_budget("parse_target_values", text, lambda: parse_target_values(text))
     assert_within_budget("infer_target_kind", text, lambda: infer_target_kind(text, "0.5"))
 
