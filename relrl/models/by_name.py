@@ -33,6 +33,7 @@ from relrl.modeling.tiny_models import build_tiny_random, name_model
 from relrl.models.tiny_build import load_or_build_tiny, tiny_dir
 from relrl.models.tiny_tool_build import load_or_build_tiny_tool, tiny_tool_dir
 from relrl.runtime.cli import UsageError, load_in_4bit_flag
+from relrl.tools.protocol import MAX_ANSWER_CHARS
 
 
 def load_builtin(name: str, seed: int = 0):
@@ -136,7 +137,6 @@ def make_engine(name: str, model, tokenizer, *, source: str | None = None, seed:
 # --vllm-sleep auto: the memory arithmetic (docs/engines.md, "GPU memory, sleep mode and batch mode")
 SAFE_SHARE = 0.9  # of the GPU: CUDA contexts, NCCL buffers and fragmentation take the rest
 PROMPT_TOKENS = 512  # a system prompt and one question: a few hundred tokens
-ANSWER_CHARS = 64  # a tool's answer: a number to 17 digits, or a one-line error
 
 
 def update_peak_bytes(held: int, adapter: int, layers: int, hidden: int, intermediate: int,
@@ -162,7 +162,8 @@ def sleep_needed(mode: str, *, cuda: bool, total: int, vllm_share: float,
 def tool_context_tokens(tokenizer, tools: str, max_tool_calls: int) -> int:
     """Tokens a sequence holds besides the prompt and the model's own when tools are on: the
     tools' declaration in the system turn, and per call the turn the engine inserts (the
-    answer, ANSWER_CHARS long, and the new assistant prefix), counted with this tokenizer."""
+    answer at its longest, MAX_ANSWER_CHARS, and the new assistant prefix), counted with this
+    tokenizer: a bound, so a budget made from it never truncates a tool turn."""
     if tools == "none":
         return 0
 
@@ -170,7 +171,7 @@ def tool_context_tokens(tokenizer, tools: str, max_tool_calls: int) -> int:
         return len(tokenizer(text, add_special_tokens=False)["input_ids"])
 
     declaration = count(build_prompt(tokenizer, "q", tools=tools)) - count(build_prompt(tokenizer, "q"))
-    return declaration + max_tool_calls * count(tool_turn_text(tokenizer, ["0" * ANSWER_CHARS]))
+    return declaration + max_tool_calls * count(tool_turn_text(tokenizer, ["0" * MAX_ANSWER_CHARS]))
 
 
 def vllm_sleep(mode: str, model, vllm_share: float, micro_batch: int, max_new_tokens: int,
