@@ -543,7 +543,6 @@ def tool_rollout(path: str):
     def run(check: Check, out: dict) -> None:
         """One multi-turn rollout with the calculator through each engine this path runs: the
         call answered, its inserted ids masked, the model continuing within the budget."""
-        require("simpleeval")  # the calculator's parser: pure Python, carried with the tree if absent
         state = check.paths[path]
         tok = state["tokenizer"]
         call = tok(calculator_call("exp(-0.002*500)") + "<|im_end|>", add_special_tokens=False)["input_ids"]
