@@ -338,11 +338,17 @@ def format_accuracy(report: dict) -> str:
 def build_tiny(recipe: Recipe, folder: Path, log=print) -> dict:
     """Build into a temporary folder beside `folder`, then move it into place, in a pinned
     process of its own (relrl.models.pinned_build) so the bits do not depend on the CPU."""
-    if not in_pinned_process():
-        run_pinned("relrl.models.tiny_build:build_tiny_here", folder, asdict(recipe),
-                   recipe.threads)
-        return read_json(Path(folder) / "accuracy.json")
-    return build_tiny_here(recipe, folder, log)
+    return build_pinned("relrl.models.tiny_build:build_tiny_here", build_tiny_here, recipe,
+                        folder, log)
+
+
+def build_pinned(target: str, here, recipe: Recipe, folder: Path, log) -> dict:
+    """The build's report: here(recipe, folder, log) when this process is the pinned child,
+    else `target` (the same function by name) run in a pinned child process."""
+    if in_pinned_process():
+        return here(recipe, folder, log)
+    run_pinned(target, folder, asdict(recipe), recipe.threads)
+    return read_json(Path(folder) / "accuracy.json")
 
 
 def build_tiny_here(recipe: Recipe | dict, folder: Path, log=print) -> dict:

@@ -18,7 +18,7 @@ it cost.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from relrl.data.dataset_io import read_json
@@ -26,10 +26,10 @@ from relrl.data.prompting import build_prompt
 from relrl.data.tool_solutions import encode_segments, tool_solution
 from relrl.modeling.tiny_models import cache_root, new_model, qwen3_config
 from relrl.modeling.tiny_tokenizer import fixed_tokenizer, train_tokenizer
-from relrl.models.pinned_build import in_pinned_process, run_pinned
 from relrl.models.tiny_build import (
     Recipe,
     build_lock,
+    build_pinned,
     family_accuracy,
     finish_build,
     format_accuracy,
@@ -81,11 +81,8 @@ def training_rows(recipe: ToolRecipe) -> list[dict]:
 
 def build_tiny_tool(recipe: ToolRecipe, folder: Path, log=print) -> dict:
     """Like tiny's build: in a pinned process of its own, the same bits on any AVX2 CPU."""
-    if not in_pinned_process():
-        run_pinned("relrl.models.tiny_tool_build:build_tiny_tool_here", folder, asdict(recipe),
-                   recipe.threads)
-        return read_json(Path(folder) / "accuracy.json")
-    return build_tiny_tool_here(recipe, folder, log)
+    return build_pinned("relrl.models.tiny_tool_build:build_tiny_tool_here", build_tiny_tool_here,
+                        recipe, folder, log)
 
 
 def build_tiny_tool_here(recipe: ToolRecipe | dict, folder: Path, log=print) -> dict:
