@@ -153,17 +153,17 @@ def replicate(args, seeds: list[int]) -> int:
     suffix = folder_suffix(args, config, replicated=True)
     work = Path(args.work_dir or ROOT / "runs" / f"demo-replication{suffix}").resolve()
     out = Path(args.results_dir or ROOT / "results" / f"demo-replication{suffix}").resolve()
-    started, finished = time.time(), True
+    started, complete = time.time(), True
     for seed in seeds:
         w, o = work / f"seed-{seed}", out / f"seed-{seed}"
         for folder in (w / "data", w / "logs", o):
             folder.mkdir(parents=True, exist_ok=True)
         print(f"\n[demo] seed {seed} ({config}): {shown(o)}", flush=True)
-        finished = run_stages(Demo(is_fast(config), seed, w, o, args.jobs, config,
+        complete = run_stages(Demo(is_fast(config), seed, w, o, args.jobs, config,
                                    engine=args.rollout_engine,
                                    tolerance_rule=args.tolerance_rule, settings=settings),
                               args.stop_after)
-    if finished:
+    if complete:
         report = pooled_report.write(out, seeds)
         print(f"[demo] pooled report: {out / 'report.md'}")
         if seeds == CONFIRMATORY_SEEDS and config == "replication" \

@@ -12,7 +12,6 @@ batch's.
 """
 from __future__ import annotations
 
-import json
 import statistics
 from pathlib import Path
 
