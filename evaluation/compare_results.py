@@ -43,7 +43,7 @@ from relrl.evaluation.strata import MIN_ANSWERED, strata
 from relrl.runtime.cli import ArgumentParser, UsageError, run_main
 from study.at_k import NOTE as AT_K_NOTE
 from study.at_k import at_k_cells, cell_text
-from study.result_plots import plot_run, plot_set
+from study.result_plots import plot_run, plot_set, save_figure
 
 
 def parse_args(argv=None):
@@ -348,7 +348,7 @@ def plot_training(logs: dict[str, list[dict]], path: Path) -> None:
     axes[-1].set_xlabel("step")
     axes[0].legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path)
     plt.close(fig)
 
 

@@ -8,7 +8,7 @@ from relrl.data.dataset_io import load_dataset, questions_fingerprint
 from relrl.evaluation.model_results import model_result
 from relrl.evaluation.runner import evaluate_rows
 from relrl.evaluation.settings import EvalSettings
-from study.result_plots import plot_run, plot_set, validation_points
+from study.result_plots import compact_png, plot_run, plot_set, validation_points
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -21,6 +21,35 @@ def test_set_chart_legend_names_each_model_and_the_best_guess(tmp_path):
                                               "accuracy": 0.57})
     assert sorted(labels) == sorted(["base", "SFT", "exp7", "best guess: one constant answer (57.0%)"])
     assert path.read_bytes()[:8] == PNG
+
+
+def test_compact_png_keeps_the_picture_at_fewer_bytes(tmp_path):
+    """A chart through compact_png: the same size, every pixel within a few levels of the
+    figure matplotlib drew, in a 256-colour palette of fewer bytes."""
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from PIL import Image
+
+    fig, ax = plt.subplots(figsize=(5, 3))
+    for k in range(6):
+        ax.plot(np.sin(np.linspace(0, 6, 200) + k), label=f"run {k}")
+    ax.legend()
+    raw = io.BytesIO()
+    fig.savefig(raw, format="png", dpi=120)
+    plt.close(fig)
+    small = compact_png(raw.getvalue())
+    before = np.asarray(Image.open(raw).convert("RGB"), dtype=int)
+    after_image = Image.open(io.BytesIO(small))
+    after = np.asarray(after_image.convert("RGB"), dtype=int)
+    assert after_image.mode == "P" and after.shape == before.shape
+    assert len(small) < 0.8 * len(raw.getvalue())
+    assert np.abs(after - before).mean() < 1.0  # mean absolute change, of 255 levels
+    assert np.abs(after - before).max() < 64  # no pixel far off (anti-aliasing edges)
 
 
 def test_validation_interval_resamples_groups():
