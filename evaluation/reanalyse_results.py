@@ -12,14 +12,16 @@ match a regenerated row of its split (id, question, target) or the script stops.
   python evaluation/reanalyse_results.py                  # writes results/reanalysis/
   python evaluation/reanalyse_results.py --results-md RESULTS.md   # and updates its section
 """
+import gzip
 import io
+import json
 import subprocess
 import sys
 import tarfile
 import tempfile
 from pathlib import Path
 
-from relrl.data.dataset_io import atomic_write_json, atomic_write_text, load_dataset
+from relrl.data.dataset_io import atomic_write_bytes, atomic_write_text, load_dataset
 from relrl.evaluation.strata import MIN_ANSWERED
 from relrl.runtime.cli import ArgumentParser, UsageError, run_main
 from study.demo_report import splice_results_md
@@ -53,7 +55,7 @@ def parse_args(argv=None):
     parser.add_argument("--results-dir", default=str(ROOT / "results"),
                         help="folder holding demo-replication/, dev-100/ and demo/")
     parser.add_argument("--output-dir", default=str(ROOT / "results" / "reanalysis"),
-                        help="where reanalysis.json and reanalysis.md go")
+                        help="where reanalysis.json.gz and reanalysis.md go")
     parser.add_argument("--results-md", default=None,
                         help=f"also replace the section between {START} and {END} of this file")
     return parser.parse_args(argv)
@@ -136,7 +138,9 @@ def main(argv=None):
               "folders": folders}
     text = render(result)
     out = Path(args.output_dir)
-    atomic_write_json(out / "reanalysis.json", result)
+    # gzipped, a twentieth of the size (read_json reads it as it is)
+    body = (json.dumps(result, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    atomic_write_bytes(out / "reanalysis.json.gz", gzip.compress(body, mtime=0))
     atomic_write_text(out / "reanalysis.md", text)
     if args.results_md:
         splice_results_md(Path(args.results_md), text, START, END)

@@ -82,9 +82,9 @@ def parse_args(argv=None):
                         help="pooled.json of the redone replication (default "
                         "results/demo-replication-v2/pooled.json)")
     parser.add_argument("--reanalysis",
-                        default=str(ROOT / "results" / "reanalysis" / "reanalysis.json"),
+                        default=str(ROOT / "results" / "reanalysis" / "reanalysis.json.gz"),
                         help="the post hoc re-analysis (evaluation/reanalyse_results.py; default "
-                        "results/reanalysis/reanalysis.json)")
+                        "results/reanalysis/reanalysis.json.gz)")
     parser.add_argument("--note", default=None,
                         help="a line printed under every table, e.g. 'FAST run: not the full miniature'")
     parser.add_argument("--out", default=str(PAPER / "tables"), help="output folder (paper/tables)")

@@ -260,7 +260,7 @@ def render(result: dict) -> str:
         "# Post hoc re-analysis of the committed results", "",
         "Not pre-registered: computed after the replication had run, by "
         "`evaluation/reanalyse_results.py` from the committed per-question records, with no "
-        "model run again (`results/reanalysis/reanalysis.json` holds every number, per family "
+        "model run again (`results/reanalysis/reanalysis.json.gz` holds every number, per family "
         "too). Two grading rules, tolerance "
         f"{result['tolerance']:g}: `study`, the relative error of the pre-registered grading "
         "(its model accuracies are the measured ones), and `complement`, where a probability "

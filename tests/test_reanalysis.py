@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from relrl.data.dataset_io import read_json
 from relrl.runtime.cli import run_main
 from study.demo_report import splice_results_md
 from study.reanalysis import MODELS, fitting_rows, reanalyse, regrade, render
@@ -83,7 +84,7 @@ def test_pooled_group_accuracy_and_a_constant_fitted_on_training_rows_only():
 
 
 def test_results_md_quotes_the_committed_reanalysis_which_its_json_renders(tmp_path):
-    saved = json.loads((OUT / "reanalysis.json").read_text())
+    saved = read_json(OUT / "reanalysis.json.gz")
     text = (OUT / "reanalysis.md").read_text()
     assert render(saved) == text
     results_md = (ROOT / "RESULTS.md").read_text()
@@ -94,7 +95,7 @@ def test_results_md_quotes_the_committed_reanalysis_which_its_json_renders(tmp_p
 
 
 def test_the_committed_reanalysis_reproduces_the_measured_and_quoted_figures():
-    folder = json.loads((OUT / "reanalysis.json").read_text())["folders"]["demo-replication"]
+    folder = read_json(OUT / "reanalysis.json.gz")["folders"]["demo-replication"]
     held = folder["sets"]["heldout"]["rules"]["study"]
     # the pre-registered report's group-level accuracies, and the constant 0.95
     assert round(100 * held["accuracy"]["base"], 1) == 28.8
@@ -121,7 +122,7 @@ def test_the_papers_reanalysis_table_is_the_committed_json(tmp_path, capsys):
     assert code == 0, err
     rows = [line.rstrip("\\").split(" & ") for line in
             (tmp_path / "t" / "reanalysis.tex").read_text().splitlines() if line.count(" & ") == 8]
-    held = json.loads((OUT / "reanalysis.json").read_text())[
+    held = read_json(OUT / "reanalysis.json.gz")[
         "folders"]["demo-replication"]["sets"]["heldout"]["rules"]["complement"]
     row = next(r for r in rows if r[:2] == ["heldout", "complement"])
     assert row[2] == f"{100 * held['accuracy']['base']:.1f}"
