@@ -10,10 +10,11 @@ from relrl.models import pinned_build, tiny_build
 from relrl.models.tiny_build import PROBE_SHA256, REGISTERED_SHA256, SHIPPED
 
 
-def test_the_shipped_tiny_is_the_registered_build():
-    weights = SHIPPED / "tiny-v3" / "model.safetensors"
-    assert hashlib.sha256(weights.read_bytes()).hexdigest() == REGISTERED_SHA256["tiny-v3"]
-    assert (SHIPPED / "tiny-v3" / "accuracy.json").is_file()
+@pytest.mark.parametrize("name", ["tiny-v3", "tiny-tool-v1"])
+def test_the_shipped_models_are_the_registered_builds(name):
+    weights = SHIPPED / name / "model.safetensors"
+    assert hashlib.sha256(weights.read_bytes()).hexdigest() == REGISTERED_SHA256[name]
+    assert (SHIPPED / name / "accuracy.json").is_file()
 
 
 def test_an_empty_cache_gets_the_shipped_tiny_without_a_build(tmp_path, monkeypatch):
@@ -27,6 +28,19 @@ def test_an_empty_cache_gets_the_shipped_tiny_without_a_build(tmp_path, monkeypa
     assert tiny_build.weights_sha256(tmp_path / "tiny-v3") == REGISTERED_SHA256["tiny-v3"]
     assert sum(p.numel() for p in model.parameters()) == 2_164_672
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tiny-v3-")]  # no staging left
+
+
+def test_an_empty_cache_gets_the_shipped_tiny_tool_without_a_build(tmp_path, monkeypatch):
+    from relrl.models import tiny_tool_build
+
+    monkeypatch.setenv("RELRL_CACHE", str(tmp_path))
+
+    def no_build(*args, **kwargs):
+        raise AssertionError("built instead of installing the shipped model")
+
+    monkeypatch.setattr(tiny_tool_build, "build_tiny_tool", no_build)
+    tiny_tool_build.load_or_build_tiny_tool()
+    assert tiny_build.weights_sha256(tmp_path / "tiny-tool-v1") == REGISTERED_SHA256["tiny-tool-v1"]
 
 
 def test_a_cache_holding_another_build_is_reported_in_one_line(tmp_path, capsys):
