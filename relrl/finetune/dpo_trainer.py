@@ -375,7 +375,8 @@ def _train(cfg: DPOConfig, pairs: list[Pair], out: Path, fingerprint: str, setti
     tracker = open_tracker(cfg.report_to, out, run_name=out.name, config=settings, main=main)
 
     model, tokenizer = load_model(cfg.model, load_in_4bit=cfg.load_in_4bit,
-                                  use_unsloth=cfg.unsloth)
+                                  use_unsloth=cfg.unsloth,
+                                  max_seq_length=cfg.max_length)  # Unsloth's: a pair's longest
     items, cut = encode_pairs(pairs, tokenizer, cfg.max_length)
     if cut and main:
         print(f"warning: {cut} completions cut at --max-length {cfg.max_length}", file=sys.stderr)

@@ -356,8 +356,13 @@ def _train_and_score(cfg: KFoldConfig, args, rows, output_dir: Path) -> int:
     trackers = [open_tracker(cfg.report_to, plan.run_dir, run_name=f"sft-{plan.name}",
                              config=plan.settings, main=main) for plan in plans]
     for plan, tracker in zip(plans, trackers):
-        model, tokenizer = load_model(cfg.model, load_in_4bit=cfg.load_in_4bit,
-                                      use_unsloth=cfg.unsloth)
+        # Unsloth's max_seq_length: a training example (--max-length, tool turns included)
+        # or, where the fold is scored, a prompt, the scoring's new tokens and tool turns
+        model, tokenizer = load_model(
+            cfg.model, load_in_4bit=cfg.load_in_4bit, use_unsloth=cfg.unsloth,
+            max_seq_length=cfg.max_length,
+            max_new_tokens=None if cfg.train_all else cfg.eval_max_new_tokens,
+            tools=cfg.tools, max_tool_calls=cfg.eval_max_tool_calls)
         try:
             trained = train_adapter(cfg, plan, model, tokenizer, tracker)
             if trained["result"]["stopped_by"].startswith("SIG"):  # resume with --resume

@@ -49,20 +49,23 @@ def load_builtin(name: str, seed: int = 0):
 
 def load_model(name_or_path: str, *, load_in_4bit: bool | None = None, use_unsloth: bool = False,
                seed: int = 0, flag: str = "--model", max_new_tokens: int | None = None,
-               tools: str = "none", max_tool_calls: int = 0):
+               tools: str = "none", max_tool_calls: int = 0, max_seq_length: int | None = None):
     """(model, tokenizer) in eval mode. `seed` sets the weights of `tiny-random` and Unsloth's
     random_state.
 
     load_in_4bit: see relrl.modeling.loading.load_pretrained for hub/local models. The built-in
     models load in float32 unless load_in_4bit is True, which quantizes them on loading as it
-    quantizes any full-precision checkpoint (wherever bitsandbytes runs). With Unsloth,
-    `max_new_tokens`, `tools` and `max_tool_calls` give its max_seq_length (unsloth_seq_length).
+    quantizes any full-precision checkpoint (wherever bitsandbytes runs). With Unsloth, its
+    max_seq_length is the longer of `max_seq_length` (a training sequence: SFT's and DPO's
+    --max-length, prompt and tool turns included) and the generation budget that
+    `max_new_tokens`, `tools` and `max_tool_calls` give (unsloth_seq_length).
     """
     check_cuda_present()
     if name_or_path not in BUILTIN_MODELS:
-        length = None
+        length = max_seq_length
         if use_unsloth and max_new_tokens is not None:
-            length = unsloth_seq_length(name_or_path, max_new_tokens, tools, max_tool_calls)
+            length = max(length or 0, unsloth_seq_length(name_or_path, max_new_tokens, tools,
+                                                         max_tool_calls))
         return load_pretrained(name_or_path, load_in_4bit=load_in_4bit, use_unsloth=use_unsloth,
                                seed=seed, flag=flag, max_seq_length=length)
     check_load_flags(load_in_4bit, use_unsloth)
