@@ -39,7 +39,8 @@ from relrl.runtime.cli import (
     run_main,
     seed_list,
 )
-from study import pipeline_config, pooled_report
+from relrl.data.dataset_io import read_json
+from study import first_report, pipeline_config, pooled_report
 from study.demo_report import splice_results_md
 from study.demo_stages import STAGES, Demo
 from study.demo_stages.pipeline import (  # noqa: F401 (finished, health_stopped: read here too)
@@ -193,6 +194,10 @@ def main(argv=None) -> int:
     print(f"\n[demo] finished in {time.time() - started:.0f} s")
     for stage, seconds in demo.timings:
         print(f"  {stage:<40} {seconds:6.0f} s")
+    if not settings.warm_start and (out / "summary.json").is_file():  # the first demo's result
+        summary = read_json(out / "summary.json")
+        print("", *first_report.closing_table(summary), f"plot: {shown(out / summary['plot'])}",
+              sep="\n")
     print(f"[demo] report: {out / 'report.md'}\n[demo] logs: {work / 'logs'}")
     return 0
 

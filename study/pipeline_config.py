@@ -77,6 +77,15 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[Any], str | None]:
 
 MODELS = ("tiny", "tiny-tool")  # the built-in models a pipeline can start from
 SFT_FORMS = ("tool", "prose")
+EVAL_SETS = ("train", "holdout", "ood", "heldout", "retention")  # study.demo_stages.evaluation
+
+
+def _eval_sets(v: str) -> str | None:
+    given = names(v)
+    unknown = [n for n in given if n not in EVAL_SETS]
+    if not given:
+        return "must name at least one set"
+    return f"unknown set {', '.join(unknown)} (sets: {', '.join(EVAL_SETS)})" if unknown else None
 
 
 @dataclass(frozen=True)
@@ -169,6 +178,13 @@ class PipelineConfig:
         "exp10's fresh adapter takes the SFT adapter's rank and alpha and the warm-started runs' "
         "learning rate (grpo_warm_lr; --lora-r, --lora-alpha), so exp7 and exp10 differ in the "
         "warm start alone; false: exp10 keeps its own (r 32, alpha 32, grpo_lr)", default=False)
+    # The first demo's (`make demo`); each default leaves the pipeline as it was
+    warm_start: bool = _setting(
+        "false: no SFT warm start; stage train runs GRPO exp10 alone (a fresh adapter on the "
+        "base) and the evaluation compares it alone with the base", default=True)
+    eval_sets: str | None = _setting(
+        "comma-separated sets evaluated and reported (train, holdout, ood, heldout, retention); "
+        "null: every set the other settings make", default=None, check=_eval_sets)
 
     def to_yaml(self, header: str = "") -> str:
         """Every setting with its help as a comment; `load` reads it back equal."""
@@ -253,6 +269,20 @@ def _check_combination(path: Path, config: PipelineConfig) -> None:
     if not trained:
         raise UsageError(f"{path}: ood_topics {config.ood_topics} hold out every topic of the "
                          "families: nothing is left to train on")
+    if not config.warm_start:
+        needs_sft = [k for k in ("sft_topics", "plain_grpo", "matched_arms")
+                     if getattr(config, k) not in (None, False)]
+        if needs_sft:
+            raise UsageError(f"{path}: {', '.join(needs_sft)} need the SFT warm start, which "
+                             "warm_start: false leaves out")
+    chosen = set(names(config.eval_sets))
+    if "heldout" in chosen and "holdout" not in chosen and config.eval_samples == 1:
+        raise UsageError(f"{path}: eval_sets heldout without holdout needs eval_samples above 1 "
+                         "(with one sample the held-out mixed-style set is taken from the "
+                         "holdout's results)")
+    if "retention" in chosen and config.retention_min_score is None:
+        raise UsageError(f"{path}: eval_sets retention needs retention_min_score (the retention "
+                         "set is built from it)")
     if config.sft_topics is not None and not set(names(config.sft_topics)) & trained:
         raise UsageError(f"{path}: sft_topics {config.sft_topics} name none of the trained "
                          f"topics ({', '.join(sorted(trained))}): SFT would have no question")

@@ -238,7 +238,7 @@ def test_the_demo_writes_results_in_the_compact_layout_results_keeps(tmp_path, m
     """The scripts write record lists inline by default (the study's JSON); the demo's results
     and its screening (the redone replication commits its work folder) ask for --records gzip."""
     seen = []
-    monkeypatch.setattr(demo.Demo, "run", lambda self, stage, args, done=None, processes=1:
+    monkeypatch.setattr(demo.Demo, "run", lambda self, stage, args, done=None, work=None, processes=1:
                         seen.append([str(a) for a in args]))
     monkeypatch.setattr(demo.Demo, "run_side_by_side", lambda self, jobs, lanes=None:
                         [self.run(*job) for job in jobs])

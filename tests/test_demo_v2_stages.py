@@ -17,7 +17,7 @@ V2 = dict(model="tiny-tool", tools="calculator", families="tiny-tool", ood_topic
 def commands(tmp_path, monkeypatch):
     """A Demo of the fast recipe with issue 30's settings whose `run` records each command."""
     ran = []
-    monkeypatch.setattr(demo.Demo, "run", lambda self, stage, args, done=None, processes=1:
+    monkeypatch.setattr(demo.Demo, "run", lambda self, stage, args, done=None, work=None, processes=1:
                         ran.append((stage, [str(a) for a in args])))
     monkeypatch.setattr(demo.Demo, "run_side_by_side", lambda self, jobs, lanes=None:
                         [self.run(*job) for job in jobs])

@@ -11,7 +11,7 @@ GRADING = ("relrl.models.tiny_build", "screen_v4.py", "sft_qwen3_kfold.py", "grp
 
 def commands(tmp_path, monkeypatch, rule: str) -> list[list[str]]:
     seen = []
-    monkeypatch.setattr(demo.Demo, "run", lambda self, stage, args, done=None, processes=1:
+    monkeypatch.setattr(demo.Demo, "run", lambda self, stage, args, done=None, work=None, processes=1:
                         seen.append([str(a) for a in args]))
     monkeypatch.setattr(demo.Demo, "run_side_by_side", lambda self, jobs, lanes=None:
                         seen.extend([str(a) for a in job[1]] for job in jobs))

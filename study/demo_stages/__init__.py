@@ -31,6 +31,8 @@ class Demo(DataStage, ModelStage, ScreeningStage, SftStage, GrpoStage, Evaluatio
     """The miniature study's pipeline: each method in STAGES runs one stage."""
 
     def train(self) -> None:
-        """SFT warm start, then the GRPO runs (three side by side, plain GRPO after)."""
-        self.sft()
+        """SFT warm start, then the GRPO runs (three side by side, plain GRPO after); without a
+        warm start (warm_start: false), GRPO exp10 alone."""
+        if self.cfg.warm_start:
+            self.sft()
         self.grpo()

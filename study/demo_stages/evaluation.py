@@ -11,14 +11,18 @@ are written in the compact layout results/ commits (--records gzip; docs/evaluat
 """
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from relrl.data.dataset_io import load_dataset
 from relrl.evaluation.guess_baselines import rescore, with_baselines
 from relrl.evaluation.model_results import compare_models, with_records
 from relrl.evaluation.results_io import read_result, write_result
+from relrl.evaluation.runner import progress_path
+from study import pipeline_config
 from study.demo_report import slug
 from study.demo_stages.pipeline import MICRO_BATCH, RECORDS, Pipeline, shown
+from study.stage_progress import Work
 
 K_SETS = ("heldout", "retention")  # the sets sampled eval_samples times per question
 
@@ -42,18 +46,29 @@ class EvaluationStage(Pipeline):
                 args = ["evaluation/evaluate_finetuned_only.py", "--base-results",
                         jobs[0][2]] if jobs else ["evaluation/evaluate_single.py", "--base-label",
                                                   "base"]
+                # the progress files of the models it samples: the base too in the first job
+                roles = ("finetuned",) if jobs else ("base", "finetuned")
+                work = partial(self.eval_work, dataset, target, roles)
                 jobs.append((f"eval_{name}_{target.stem}", [*args, *common, "--adapter", adapter,
                                                             "--label", label, "--output", target],
-                             target))
+                             target, work))
             firsts.append(jobs[0])
             rest += jobs[1:]
         self.run_side_by_side(firsts)
         self.run_side_by_side(rest)
-        if "heldout" not in self.eval_sets():
+        if self.heldout_derived():
             self.heldout_from_holdout()
+
+    @staticmethod
+    def eval_work(dataset: Path, target: Path, roles: tuple[str, ...]) -> Work:
+        """What an evaluation's progress files hold once it has sampled every question."""
+        return Work(tuple(progress_path(target, role) for role in roles),
+                    len(load_dataset(dataset)) * len(roles), "questions")
 
     def models(self) -> dict[str, Path]:
         """Label -> adapter of every model compared with the base."""
+        if not self.cfg.warm_start:
+            return {"GRPO exp10 best": self.work / "exp10" / "best"}
         models = {"SFT warm start": self.sft_adapter,
                   "GRPO exp7 best": self.work / "exp7" / "best",
                   "GRPO exp7 final": self.final_checkpoint("exp7"),
@@ -71,7 +86,21 @@ class EvaluationStage(Pipeline):
             sets["heldout"] = self.work / "screen_holdout" / "mixed.jsonl"
         if self.cfg.retention_min_score is not None:
             sets["retention"] = d / "retention.jsonl"
-        return sets
+        return {name: path for name, path in sets.items() if self.chosen(name)}
+
+    def chosen(self, set_name: str) -> bool:
+        """Whether the recipe's eval_sets (every set when null) name this set."""
+        return self.cfg.eval_sets is None or set_name in pipeline_config.names(self.cfg.eval_sets)
+
+    def heldout_derived(self) -> bool:
+        """Whether the held-out mixed-style results are taken from the holdout's (one sample a
+        question) instead of sampled on their own."""
+        return "heldout" not in self.eval_sets() and "holdout" in self.eval_sets() and \
+            self.chosen("heldout")
+
+    def reported_sets(self) -> list[str]:
+        """The sets with results, as the report lists them."""
+        return [*self.eval_sets(), *(["heldout"] if self.heldout_derived() else [])]
 
     def eval_args(self, set_name: str) -> list:
         """Run seed (apart from screening's in the replication) and samples of one set."""

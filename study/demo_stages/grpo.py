@@ -8,15 +8,19 @@ validation early stopping (<work>/<arm>/best, checkpoint-N, statistics.json):
   exp7_plain      with plain_grpo: exp7 without dynamic sampling, for as many generated groups
                   as exp7 generated
 
+Without a warm start (warm_start: false, the first demo) exp10 runs alone at grpo_lr.
+
 The first three run side by side; exp7_plain after exp7, whose group count it reads.
 """
 from __future__ import annotations
 
 import math
+from functools import partial
 from pathlib import Path
 
 from relrl.data.dataset_io import read_json
 from study.demo_stages.pipeline import MICRO_BATCH, Pipeline
+from study.stage_progress import Work
 
 
 class GrpoStage(Pipeline):
@@ -24,6 +28,10 @@ class GrpoStage(Pipeline):
 
     def grpo(self) -> None:
         c = self.cfg
+        if not c.warm_start:  # the first demo: exp10 alone, a fresh adapter on the base
+            self.run(*self.grpo_job("exp10", "training/grpo_exp10_nosft.py",
+                                    "--learning-rate", c.grpo_lr))
+            return
         # The SFT adapter scales its update by alpha/r = 32/16 = 2, exp10's fresh one by
         # 32/32 = 1: the warm start gets half the learning rate for the same step size.
         warm = ["--sft-adapter", self.sft_adapter, "--learning-rate", c.grpo_warm_lr]
@@ -58,8 +66,10 @@ class GrpoStage(Pipeline):
                   # DAPO-style batches: 16 questions x G=4 per generation call fill the CPU.
                   "--sampling-mode", "batch", "--gen-batch", 16,
                   "--gen-micro-batch", MICRO_BATCH, *self.engine, *self.rule, *self.tools]
+        # train_log.jsonl: one line a useful step (relrl.rl.grpo_trainer)
         return (f"grpo_{name}", [script, "--resume", *extra, *common, "--output-dir", out],
-                out / "statistics.json")
+                out / "statistics.json",
+                partial(Work, (out / "train_log.jsonl",), steps, "useful steps"))
 
     def exp10_adapter_args(self) -> list:
         """exp10's learning rate, and with matched_arms the SFT adapter's shape and the warm
@@ -72,6 +82,8 @@ class GrpoStage(Pipeline):
 
     def grpo_runs(self) -> tuple[str, ...]:
         """The GRPO runs this pipeline trains, by their folder names."""
+        if not self.cfg.warm_start:
+            return ("exp10",)
         return ("exp7", "exp10", "exp7_passrate", *(("exp7_plain",) if self.cfg.plain_grpo else ()))
 
     def final_checkpoint(self, run: str) -> Path:

@@ -23,11 +23,13 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Callable
 
 from relrl.data.dataset_io import read_json
 from relrl.runtime.cli import UsageError
 from relrl.runtime.stop import STOPPED_EXIT
 from study import pipeline_config, stage_inputs, stage_times
+from study.stage_progress import Monitor, Work, clock
 from study.pipeline_config import PipelineConfig
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # version; replication-v2 is the redone replication's (results/demo-replication-v2/), which
 # `make demo` runs at a development seed.
 RECIPES = ROOT / "recipes" / "demo"
-BUILT_IN = ("full", "fast", "replication", "replication-fast", "replication-v2")
+BUILT_IN = ("first", "full", "fast", "replication", "replication-fast", "replication-v2")
 SETTINGS_FILE = "pipeline.yaml"  # the resolved settings, beside the run; --recipe reruns it
 # Sequences per generate call: a tiny model on a CPU is bound by per-token overhead, so bigger
 # batches are faster; it never changes a result (per-question seeds).
@@ -135,11 +137,14 @@ class Pipeline:
         with self.lock:  # lines from stages running side by side must not interleave
             print(f"[demo] {line}", flush=True)
 
-    def run(self, stage: str, args: list, done: Path | None = None, processes: int = 1) -> None:
+    def run(self, stage: str, args: list, done: Path | None = None,
+            work: Callable[[], Work] | None = None, processes: int = 1) -> None:
         """Run one script unless its result `done` was made from the same inputs (the ledger,
-        study.stage_inputs); its output goes to work/logs/<stage>.log. With `processes`
-        running at once each gets its share of the cores as threads: a few-million-parameter
-        model gains more from two one-thread processes than from one process on two threads."""
+        study.stage_inputs); its output goes to work/logs/<stage>.log, and with `work` (made
+        when the script starts, what its files hold when finished) a progress line with the time left goes to the console
+        every half minute (study.stage_progress). With `processes` running at once each gets
+        its share of the cores as threads: a few-million-parameter model gains more from two
+        one-thread processes than from one process on two threads."""
         inputs = None if done is None else stage_inputs.inputs_of(args, done, shown)
         if done is not None:
             args = self.command_for(stage, args, done, inputs)
@@ -160,7 +165,11 @@ class Pipeline:
                 proc = subprocess.Popen(cmd, cwd=ROOT, stdout=handle, stderr=subprocess.STDOUT,
                                         env=env)
                 self.children.append(proc)
-                exit_code = proc.wait()
+                if work is None:
+                    exit_code = proc.wait()
+                else:
+                    with Monitor(stage, work(), self.say):
+                        exit_code = proc.wait()
             status = "stopped" if self.stopped(exit_code, done) else exit_code
         finally:  # an interrupted attempt's time is recorded too: the resumed stage redoes it
             if proc is not None:
@@ -182,6 +191,7 @@ class Pipeline:
                              + "\n".join(tail))
         if done is not None:
             self.record(stage, inputs, finished=True, code=code)
+        self.say(f"{stage}: done in {clock(end - start)}")
 
     def stopped(self, exit_code: int, done: Path | None) -> bool:
         """Whether a script that exited `exit_code` stopped before finishing, to be resumed:
@@ -229,8 +239,9 @@ class Pipeline:
                 child.terminate()
 
     def run_side_by_side(self, jobs: list[tuple], lanes: int | None = None) -> None:
-        """Independent `run` jobs (stage, args, done), `lanes` (default --jobs) at a time; the
-        first failure is raised once the others have finished, so no finished work is lost."""
+        """Independent `run` jobs (stage, args, done[, work]), `lanes` (default --jobs) at a
+        time; the first failure is raised once the others have finished, so no finished work is
+        lost."""
         if not jobs:
             return
         lanes = min(lanes or self.lanes, len(jobs))

@@ -13,9 +13,15 @@ compact layout (--records gzip), as the redone replication commits its work fold
 """
 from __future__ import annotations
 
+from functools import partial
+from pathlib import Path
+
 from relrl.data.dataset_io import atomic_write_jsonl, load_dataset
 from relrl.evaluation.retention import select_retention
+from relrl.evaluation.runner import progress_path
+from relrl.evaluation.shards import shard_path, shard_rows
 from study.demo_stages.pipeline import MICRO_BATCH, RECORDS, Pipeline
+from study.stage_progress import Work
 
 
 class ScreeningStage(Pipeline):
@@ -34,15 +40,26 @@ class ScreeningStage(Pipeline):
             out.mkdir(exist_ok=True)
             args = ["evaluation/screen_v4.py", "--dataset", d / source, "--output-dir", out, *common]
             if self.lanes == 1:
-                shards.append((name, args, out / "mixed.jsonl"))
+                shards.append((name, args, out / "mixed.jsonl",
+                               partial(self.screen_work, d / source, out, 0, 1)))
                 continue
             shards += [(f"{name}_{i}of{self.lanes}", [*args, "--shard", f"{i}/{self.lanes}"],
-                        out / "mixed.jsonl") for i in range(self.lanes)]
+                        out / "mixed.jsonl", partial(self.screen_work, d / source, out, i,
+                                                     self.lanes))
+                       for i in range(self.lanes)]
             merges.append((f"{name}_merge", [*args, "--merge"], out / "mixed.jsonl"))
         self.run_side_by_side(shards)
         self.run_side_by_side(merges)
         if self.cfg.retention_min_score is not None:
             self.retention_set()
+
+    @staticmethod
+    def screen_work(dataset: Path, out: Path, index: int, count: int) -> Work:
+        """What screen_v4.py's progress file holds when shard `index` of `count` is screened."""
+        target = out / "screening.json"
+        target = target if count == 1 else shard_path(target, index, count)
+        questions = len(shard_rows(load_dataset(dataset), index, count))
+        return Work((progress_path(target, "screen"),), questions, "questions")
 
     def retention_set(self) -> None:
         """data/retention.jsonl: holdout questions the base screened right often
