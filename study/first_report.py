@@ -2,9 +2,11 @@
 against the base on held-out mixed-style questions, with the gain's interval and the best guess
 beside it, read from the files the scripts wrote.
 
-Accuracies are over questions, as the comparison table and plot give them; their difference's
-interval resamples whole paraphrase groups (the paraphrases of one problem are not independent
-questions), and p is the exact sign-flip test over groups (relrl.evaluation.clustered_stats). The best guess is the strongest
+Accuracies are over questions, as the comparison table and plot give them. The paraphrases of
+one problem are not independent questions, so the gain's interval resamples whole paraphrase
+groups, and p is the exact sign-flip test over groups of each group's summed difference (its
+questions' count times its mean), whose total is the gain times the questions: the test of the
+same gain (relrl.evaluation.clustered_stats). The verdict follows p. The best guess is the strongest
 answer-without-the-model fitted on the training rows (relrl.evaluation.guess_baselines).
 
   summary(out)        the numbers, as <results>/summary.json holds them
@@ -33,7 +35,7 @@ def summary(out: Path) -> dict:
     # weighted by questions: the mean over questions, with groups resampled whole
     ci = cluster_bootstrap_ci([float(d.diff) for d in diffs],
                               weights=[d.questions for d in diffs], n_boot=10_000)
-    test = sign_flip_test([d.diff for d in diffs])
+    test = sign_flip_test([d.diff * d.questions for d in diffs])
     best = pair["guess_baselines"]["best"]
     return {"set": SET, "model": MODEL, "questions": ft["n"], "samples": ft["samples"],
             "base_accuracy": base["accuracy"], "grpo_accuracy": ft["accuracy"],
@@ -45,16 +47,13 @@ def summary(out: Path) -> dict:
 
 
 def verdict(s: dict) -> str:
-    """What the numbers say, in one sentence, whichever way they fall."""
-    low, high = s["gain_ci"]
-    if low > 0:
-        return (f"GRPO gained {100 * s['gain']:+.1f} points and the interval excludes zero "
-                f"(p = {s['p']:.2g}).")
-    if high < 0:
-        return (f"GRPO lost {100 * -s['gain']:.1f} points and the interval excludes zero "
-                f"(p = {s['p']:.2g}).")
+    """What the numbers say, in one sentence, whichever way they fall (by p at ALPHA)."""
+    if s["p"] < ALPHA:
+        change = f"gained {100 * s['gain']:.1f}" if s["gain"] > 0 else f"lost {100 * -s['gain']:.1f}"
+        return (f"GRPO {change} points, more than chance gives at this size "
+                f"(p = {s['p']:.2g} < {ALPHA}).")
     return (f"The change, {100 * s['gain']:+.1f} points, is within what chance gives at this "
-            f"size: its interval includes zero (p = {s['p']:.2g}).")
+            f"size (p = {s['p']:.2g}, not below {ALPHA}).")
 
 
 def _pct(x: float) -> str:
@@ -82,8 +81,8 @@ def report(out: Path, s: dict, *, seed: int, out_name: str, steps: int) -> str:
              *[f"| {name} | {value} |" for name, value in rows(s)], "",
              verdict(s), "",
              f"Accuracies are over questions; the gain's interval resamples whole paraphrase "
-             f"groups, p is from the {s['test']}. The best guess answers without the model, "
-             "fitted on the training rows. A first demo "
+             f"groups, and p is from the {s['test']} of each group's summed difference. The "
+             "best guess answers without the model, fitted on the training rows. A first demo "
              "of this size measures little; the studies in RESULTS.md are sized for their "
              "claims.", "",
              f"![accuracy]({s['plot']})", "", f"![training curves]({s['training_plot']})", "",
