@@ -243,3 +243,35 @@ def test_the_vllm_steps_run_the_projects_engine(tmp_path, work_dir):
     assert sync["adapter_effect"] > 0.1 and sync["synced_gap"] < 1e-4 and sync["base_gap"] < 1e-4
     assert (steps["bf16.stepping"]["stopped"], steps["bf16.stepping"]["steps_run"]) == (True, 3)
     assert steps["bf16.vllm_start"]["kv_cache_tokens"] > 0
+
+
+def test_the_think_block_effect_scores_the_last_turn_in_both_contexts(gpu_check):
+    """tool_gap's think_block: with a Qwen3-style template (the empty think block after every
+    assistant prefix) the last turn is scored after the earlier block and without it, as
+    Qwen3's template renders the conversation again; without a think block nothing differs."""
+    import torch
+    from gpucheck.tool_gap import EMPTY_THINK, think_block_effect
+    from test_tool_properties import qwen3_style_tokenizer
+
+    from relrl.data.prompting import build_prompt, end_of_turn, tool_turn_text
+    from relrl.engines.base import Completion
+    from relrl.models.by_name import load_builtin
+    from relrl.tools.protocol import calculator_call
+
+    model, plain = load_builtin("tiny-random")
+    assert think_block_effect(model, plain, [])["status"].startswith("this tokenizer's template has no")
+    tok = qwen3_style_tokenizer()
+    model.resize_token_embeddings(len(tok))
+
+    def ids(text):
+        return tok(text, add_special_tokens=False)["input_ids"]
+    prompt = build_prompt(tok, "R(500 h) at 0.002 per hour?", tools="calculator")
+    assert prompt.endswith(EMPTY_THINK)
+    call, inserted = ids(calculator_call("exp(-1)") + end_of_turn(tok)), ids(tool_turn_text(tok, ["0.3679"]))
+    last = ids("Answer: \\boxed{0.3679}" + end_of_turn(tok))
+    completion = Completion(text="", token_ids=call + inserted + last, prompt_ids=ids(prompt),
+                            truncated=False, sampled_mask=[1] * len(call) + [0] * len(inserted) + [1] * len(last))
+    torch.manual_seed(0)
+    effect = think_block_effect(model.eval(), tok, [completion])
+    assert effect["status"] == "measured" and (effect["completions"], effect["tokens"]) == (1, len(last))
+    assert effect["mean_abs_diff_per_token"] > 0  # another context, other log-probs
