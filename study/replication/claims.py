@@ -1,0 +1,48 @@
+"""Each of a design's claims reproduced, refuted or not settled, by a rule fixed before its
+confirmatory seeds run."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from relrl.evaluation.stats import holm
+from study.replication.groups import comparison
+
+
+def verdict(c: dict, direction: int, alpha: float, min_effect: float,
+            p_key: str = "p_holm") -> str:
+    """A claim's mark from its pooled comparison. A gain or drop (direction +1 or -1) is
+    reproduced when the test rejects in that direction, refuted when it rejects the other way
+    or the 95% interval rules out a change of `min_effect` that way; "no drop" (0) is
+    reproduced when the interval rules out a drop of `min_effect` and refuted when the test
+    finds a drop. Otherwise the data do not settle it."""
+    significant = c[p_key] < alpha
+    if direction == 0:
+        if significant and c["delta"] < 0:
+            return "refuted"
+        return "reproduced" if c["ci_low"] > -min_effect else "not settled"
+    if significant:
+        return "reproduced" if c["delta"] * direction > 0 else "refuted"
+    far_end = c["ci_high"] if direction > 0 else -c["ci_low"]
+    return "refuted" if far_end < min_effect else "not settled"
+
+
+def claims(dirs: dict[int, Path], design, filters: dict) -> list[dict]:
+    """The design's claims, Holm-corrected together at its secondary alpha; a claim on a
+    stratum the seeds do not define is not testable."""
+    rows = []
+    for claim in design.claims:
+        if claim.stratum is not None and claim.stratum not in filters:
+            rows.append({"claim": claim.text, "verdict": "not testable here",
+                         "why": f"no {claim.stratum} stratum (sft_topics not set)"})
+            continue
+        row = comparison(dirs, claim.set, claim.model, claim.against,
+                         keep=filters.get(claim.stratum), alpha=design.secondary_alpha,
+                         power=design.target_power)
+        rows.append({"claim": claim.text, "stratum": claim.stratum or "all",
+                     "direction": claim.direction, **row})
+    tested = [r for r in rows if "pooled" in r]
+    for row, adjusted in zip(tested, holm([r["pooled"]["p"] for r in tested])):
+        row["pooled"]["p_holm"] = adjusted
+        row["verdict"] = verdict(row["pooled"], row["direction"], design.secondary_alpha,
+                                 design.min_effect)
+    return rows

@@ -1,0 +1,116 @@
+"""A replication's design as data: its arms, what is compared and claimed, and which parts of
+the pooled report it has. The first replication (results/demo-replication, its
+PREREGISTRATION.md) and the redone one (issue 30, results/demo-replication-v2) are two values
+of `Design`; `for_seeds` picks one from the seeds' own settings."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from study import pipeline_config
+
+Spec = tuple[str, str, str]  # (set, model, against)
+
+
+@dataclass(frozen=True)
+class Claim:
+    text: str
+    set: str
+    model: str
+    against: str
+    stratum: str | None  # a record filter of groups.strata; None: the whole set
+    direction: int  # +1 a gain is claimed, -1 a drop, 0 no drop
+
+
+@dataclass(frozen=True)
+class Design:
+    title: str  # report.md's title, with {seeds}
+    primary: Spec
+    primary_text: str  # the primary comparison in words, for the report
+    primary_column: str  # the primary model's column in the per-seed table
+    secondary: tuple[Spec, ...]  # Holm-corrected together
+    retention_models: tuple[str, ...]
+    models: tuple[str, ...]  # base and every arm: guess margins and mean@k rows
+    sampler_runs: tuple[tuple[str, str], ...]  # (uniform run, label), (pass-rate run, label)
+    grpo_runs: tuple[str, ...]  # best validation step per run
+    sections: tuple[str, ...]  # report.md's sections in order (study.replication.sections)
+    primary_alpha: float = 0.01
+    secondary_alpha: float = 0.05
+    target_gain: float = 0.05  # the primary goal's smallest pooled gain
+    target_power: float = 0.8  # for the smallest detectable change of each comparison
+    guess_sets: tuple[str, ...] = ("heldout", "retention", "holdout", "ood", "train")
+    # parts a design may add; empty or None where it has none
+    target_range_models: tuple[str, ...] = ()  # against the base, by target range
+    topic_strata: bool = False  # retention split by the SFT warm start's topics
+    guess_margin: float | None = None  # the primary model's lead over the best guess, a goal
+    goal_source: str = ""  # where that goal was set
+    claims: tuple[Claim, ...] = ()
+    min_effect: float = 0.05  # smaller changes are not the study's effects (claims.verdict)
+    zero_signal_runs: tuple[str, str] | None = None  # (plain GRPO run, dynamic sampling run)
+
+
+CORE_SECTIONS = ("primary", "secondary", "retention", "guess_baselines", "at_k", "waste",
+                 "best_steps", "run_time")
+
+FIRST = Design(
+    title="Miniature study, replicated (seeds {seeds})",
+    primary=("heldout", "GRPO exp7 best", "base"),
+    primary_text="GRPO exp7 (best validation checkpoint) against the base on held-out "
+                 "mixed-style questions",
+    primary_column="exp7 best",
+    secondary=(
+        ("heldout", "GRPO exp10 best", "base"),
+        ("heldout", "GRPO exp7 final", "base"),
+        ("heldout", "SFT warm start", "base"),
+        ("heldout", "GRPO exp7 best", "GRPO exp10 best"),
+        ("retention", "SFT warm start", "base"),
+        ("retention", "GRPO exp7 best", "base"),
+        ("retention", "GRPO exp10 best", "base"),
+        ("ood", "SFT warm start", "base"),
+        ("ood", "GRPO exp7 best", "base"),
+        ("ood", "GRPO exp10 best", "base"),
+    ),
+    retention_models=("SFT warm start", "GRPO exp7 best", "GRPO exp10 best"),
+    models=("base", "SFT warm start", "GRPO exp7 best", "GRPO exp7 final", "GRPO exp10 best"),
+    sampler_runs=(("exp7", "uniform draws"), ("exp7_passrate", "pass-rate sampler")),
+    grpo_runs=("exp7", "exp10", "exp7_passrate"),
+    sections=CORE_SECTIONS,
+)
+
+PLAIN = "GRPO exp7 plain best"  # exp7 without dynamic sampling, as many generated groups
+REDONE = Design(
+    title="Miniature study, redone (seeds {seeds})",
+    primary=FIRST.primary,
+    primary_text=FIRST.primary_text,
+    primary_column=FIRST.primary_column,
+    # the first replication's comparisons, and plain GRPO against the base and against exp7
+    secondary=(*FIRST.secondary, ("heldout", PLAIN, "base"), ("heldout", "GRPO exp7 best", PLAIN)),
+    retention_models=FIRST.retention_models,
+    models=(*FIRST.models, PLAIN),
+    sampler_runs=FIRST.sampler_runs,
+    grpo_runs=(*FIRST.grpo_runs, "exp7_plain"),
+    sections=(*CORE_SECTIONS, "additions", "target_range", "forgetting", "zero_signal", "claims"),
+    target_range_models=FIRST.models[1:] + (PLAIN,),
+    topic_strata=True,
+    guess_margin=0.10,
+    goal_source="issue 30",
+    claims=(
+        Claim("SFT alone makes the model forget what it knew", "retention", "SFT warm start",
+              "base", "other_topics", -1),
+        Claim("GRPO after SFT keeps what the model knew", "retention", "GRPO exp7 best", "base",
+              None, 0),
+        Claim("The SFT warm start makes GRPO gain more", "heldout", "GRPO exp7 best",
+              "GRPO exp10 best", None, +1),
+        Claim("Dynamic sampling makes GRPO gain more for the same sampling", "heldout",
+              "GRPO exp7 best", PLAIN, None, +1),
+    ),
+    zero_signal_runs=("exp7_plain", "exp7"),
+)
+
+
+def for_seeds(out: Path, seeds: list[int]) -> Design:
+    """The design these seeds ran, from the first seed's pipeline.yaml: the redone one when
+    plain GRPO ran beside exp7; else (runs older than pipeline.yaml too) the first."""
+    settings = out / f"seed-{seeds[0]}" / "pipeline.yaml"
+    redone = settings.is_file() and pipeline_config.load(settings).plain_grpo
+    return REDONE if redone else FIRST
