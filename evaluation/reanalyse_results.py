@@ -26,7 +26,7 @@ from relrl.evaluation.strata import MIN_ANSWERED
 from relrl.runtime.cli import ArgumentParser, UsageError, run_main
 from study.demo_report import splice_results_md
 from study.reanalysis import MODELS, SETS, reanalyse, render
-from study.replication_report import records
+from study.replication.seed_files import records
 
 ROOT = Path(__file__).resolve().parents[1]
 START, END = "<!-- reanalysis:start -->", "<!-- reanalysis:end -->"

@@ -28,7 +28,7 @@ from relrl.runtime.cli import ArgumentParser, UsageError, run_main, seed_list
 from relrl.tools.protocol import tool_call_bodies
 from relrl.untrusted import UntrustedInputError, loads_json
 from study.demo_report import slug
-from study.replication_report import records
+from study.replication.seed_files import records
 
 ROOT = Path(__file__).resolve().parents[1]
 SETS = ("retention", "heldout")

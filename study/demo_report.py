@@ -14,7 +14,7 @@ from relrl.evaluation.results_io import pair_accuracies
 from study import stage_times
 from study.at_k import NOTE as AT_K_NOTE
 from study.at_k import at_k_cells, cell_text, pass_name, samples_of
-from study.replication_report import records_if_any
+from study.replication.seed_files import records_if_any
 
 SET_TITLES = {
     "train": "Mixed training questions (in-distribution, as the study reported)",

@@ -1,35 +1,37 @@
 """A replication's pooled report from its seed folders' JSON alone: pooled.json and report.md,
-by the design the seeds ran (the redone one's, study.replication_v2_report, when plain GRPO ran
-beside exp7; else the first replication's). demo.py --seeds writes it after its seeds; run it
-on its own to pool seeds that were run one at a time:
+by the design the seeds ran (study.replication.design.for_seeds: the redone one when plain GRPO
+ran beside exp7, else the first replication's). demo.py --seeds writes it after its seeds; run
+it on its own to pool seeds that were run one at a time:
 
   python -m study.pooled_report results/demo-replication-v2 --seeds 21,22,23
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from relrl.data.dataset_io import atomic_write_json
+from relrl.data.dataset_io import atomic_write_text
 from relrl.runtime.cli import ArgumentParser, UsageError, run_main, seed_list
-from study import pipeline_config, replication_report, replication_v2_report
+from study.replication import design as designs
+from study.replication.pool import pooled_results
+from study.replication.sections import build_report
 
 
-def reporter(out: Path, seeds: list[int]):
-    """The report module for these seeds, from the first seed's pipeline.yaml (runs older than
-    pipeline.yaml are the first replication's)."""
-    settings = out / f"seed-{seeds[0]}" / "pipeline.yaml"
-    redone = settings.is_file() and pipeline_config.load(settings).plain_grpo
-    return replication_v2_report if redone else replication_report
+def texts(out: Path, seeds: list[int]) -> dict[str, str]:
+    """pooled.json's and report.md's text for these seeds, as write() writes them (a committed
+    folder's files must be these, byte for byte)."""
+    design = designs.for_seeds(out, seeds)
+    pooled = pooled_results(design, out, seeds)
+    return {"pooled.json": json.dumps(pooled, indent=2, ensure_ascii=False) + "\n",
+            "report.md": build_report(design, pooled)}
 
 
 def write(out: Path, seeds: list[int]) -> str:
     """pooled.json and report.md in `out`; returns the report."""
-    module = reporter(out, seeds)
-    pooled = module.pooled_results(out, seeds)
-    atomic_write_json(out / "pooled.json", pooled)
-    report = module.build_report(pooled)
-    (out / "report.md").write_text(report)
-    return report
+    files = texts(out, seeds)
+    for name, text in files.items():
+        atomic_write_text(out / name, text)
+    return files["report.md"]
 
 
 def main(argv=None) -> int:

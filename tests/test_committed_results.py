@@ -1,6 +1,7 @@
 """The committed replication results are what their own JSON files give: each pooled number is
-recomputed from the seed folders' per-question records and GRPO statistics and compared with
-pooled.json, and the recomputed report with report.md."""
+recomputed from the seed folders' per-question records and GRPO statistics by the one report
+generator (study.pooled_report, study.replication), and pooled.json and report.md are what it
+writes, byte for byte."""
 import json
 import shutil
 from pathlib import Path
@@ -36,25 +37,16 @@ def test_there_are_committed_results_to_check():
 
 
 @pytest.mark.parametrize("folder", FOLDERS, ids=lambda f: f.name)
-def test_pooled_numbers_and_report_are_recomputed_from_the_seed_files(folder):
-    saved = json.loads((folder / "pooled.json").read_text())
-    module = pooled_report.reporter(folder, saved["seeds"])
-    fresh = module.pooled_results(folder, saved["seeds"])
-    assert_close(fresh, saved)
-    # the report as the current code writes it; sections added since (mean@k, run time) aside
-    report = without_sections(module.build_report(fresh), ADDED_SINCE)
-    assert without_sections((folder / "report.md").read_text(), ADDED_SINCE) == report
-
-
-# Sections build_report gained after the committed reports were written (not rerun: that is
-# every seed's training again); the rest of each report must still match byte for byte.
-ADDED_SINCE = ("## mean@k and pass@K (pooled over seeds)", "## Run time and code")
-
-
-def without_sections(text: str, headings) -> str:
-    """The text without each `## heading` section (up to the next `## ` heading or the end)."""
-    parts = text.split("\n## ")
-    return "\n## ".join(p for p in parts if not any(("## " + p).startswith(h) for h in headings))
+def test_pooled_json_and_report_regenerate_byte_for_byte(folder):
+    """Every committed pooled.json and report.md is what study.pooled_report writes from the
+    seed folders now, byte for byte: a change to the report code that would change a committed
+    report shows here, and the files are regenerated with it."""
+    seeds = json.loads((folder / "pooled.json").read_text())["seeds"]
+    fresh = pooled_report.texts(folder, seeds)
+    # number by number first, so a difference names its key
+    assert_close(json.loads(fresh["pooled.json"]), json.loads((folder / "pooled.json").read_text()))
+    assert fresh["pooled.json"] == (folder / "pooled.json").read_text()
+    assert fresh["report.md"] == (folder / "report.md").read_text()
 
 
 # RESULTS.md quotes each replication's pooled report between its markers
@@ -75,15 +67,14 @@ def test_results_md_quotes_the_replication_report_verbatim(tmp_path, name):
 
 def test_pooled_report_cli_rewrites_a_committed_pooled_report(tmp_path):
     """study.pooled_report pools seeds run one at a time: on a copy of the redone design's
-    development folder it writes the committed pooled.json's numbers and report.md again."""
+    development folder it writes the committed pooled.json and report.md again."""
     source = ROOT / "results" / "demo-replication-v2" / "development"
     copy = tmp_path / "development"
     shutil.copytree(source, copy, ignore=shutil.ignore_patterns("work"))
     (copy / "pooled.json").unlink()
     (copy / "report.md").unlink()
     assert pooled_report.main([str(copy), "--seeds", "100"]) == 0
-    assert_close(json.loads((copy / "pooled.json").read_text()),
-                 json.loads((source / "pooled.json").read_text()))
+    assert (copy / "pooled.json").read_text() == (source / "pooled.json").read_text()
     assert (copy / "report.md").read_text() == (source / "report.md").read_text()
     with pytest.raises(pooled_report.UsageError, match="no seed folder for seed.s. 7"):
         pooled_report.main([str(copy), "--seeds", "100,7"])

@@ -140,7 +140,10 @@ def test_evaluation_records_the_baselines_fitted_on_baseline_train(tmp_path, cap
 def test_replication_report_pools_each_seeds_guesses_by_group(tmp_path):
     import json
 
-    from study import replication_report as rr
+    from study.replication.baselines import guess_baselines
+    from study.replication.design import FIRST
+    from study.replication.sections import guess_table
+    from study.replication.seed_files import seed_dirs, slug
 
     def rec(i, group, target, passes=0):
         return {"id": f"{group}-{i}", "group": group, "question": "Which value?", "target": target,
@@ -152,12 +155,12 @@ def test_replication_report_pools_each_seeds_guesses_by_group(tmp_path):
         folder = tmp_path / f"seed-{seed}" / "eval" / "heldout"
         folder.mkdir(parents=True)
         base = [rec(i, g, t) for i, (g, t) in enumerate(rows)]
-        for k, model in enumerate(rr.GUESS_MODELS[1:]):
+        for k, model in enumerate(FIRST.models[1:]):
             ft = [{**r, "pass_count": 4 if k == 0 else 1} for r in base]
-            (folder / f"{rr.slug(model)}.json").write_text(json.dumps(
+            (folder / f"{slug(model)}.json").write_text(json.dumps(
                 {"kind": "pair_result", "base": {"results": base}, "finetuned": {"results": ft},
                  "guess_baselines": block}))
-    out = rr.guess_baselines(rr.seed_dirs(tmp_path, [2, 3]))
+    out = guess_baselines(seed_dirs(tmp_path, [2, 3]), FIRST.guess_sets, FIRST.models)
     assert list(out) == ["heldout"]  # the other sets have no result files
     g = out["heldout"]
     # the constant 0.95 by group: g0 half right, g1 right, h0 wrong -> (0.5 + 1 + 0) / 3
@@ -165,7 +168,7 @@ def test_replication_report_pools_each_seeds_guesses_by_group(tmp_path):
     assert g["best"] == "constant"
     assert g["margins"] == {"base": -0.5, "SFT warm start": 0.5, "GRPO exp7 best": -0.25,
                             "GRPO exp7 final": -0.25, "GRPO exp10 best": -0.25}
-    table = rr.guess_table(out)
+    table = guess_table(out)
     assert "| heldout | constant (study rule) | 50.0% | -50.0 | +50.0 | -25.0 | -25.0 | -25.0 |" in table
 
 

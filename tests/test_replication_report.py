@@ -1,5 +1,6 @@
-"""The pooled report of `demo.py --seeds`: every number recomputed here from small fake per-seed
-result files, by brute-force enumeration and plain arithmetic (not relrl.evaluation.clustered_stats)."""
+"""The pooled report of `demo.py --seeds` in the first replication's design (study.replication,
+FIRST): every number recomputed here from small fake per-seed result files, by brute-force
+enumeration and plain arithmetic (not relrl.evaluation.clustered_stats)."""
 import itertools
 import json
 import statistics
@@ -8,7 +9,9 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from study import replication_report as rr
+from study.replication import pool, runs, sections
+from study.replication.design import FIRST
+from study.replication.seed_files import slug
 
 SEEDS = [2, 3]
 MODELS = ("SFT warm start", "GRPO exp7 best", "GRPO exp7 final", "GRPO exp10 best")
@@ -35,7 +38,7 @@ def write_fake_seed(folder, seed):
         for k, model in enumerate(MODELS):
             ft = [{**r, "pass_count": int(np.clip(r["pass_count"] + rng.integers(-1, 3 - k % 2), 0, 4))}
                   for r in base]
-            (folder / "eval" / set_name / f"{rr.slug(model)}.json").write_text(json.dumps(
+            (folder / "eval" / set_name / f"{slug(model)}.json").write_text(json.dumps(
                 {"kind": "pair_result", "base": {"results": base}, "finetuned": {"results": ft}}))
     for run in ("exp7", "exp7_passrate", "exp10"):
         wasted, total = WASTE.get(seed, {}).get(run, (10, 50))
@@ -53,7 +56,7 @@ def root(tmp_path):
 
 def load(root, seed, set_name, model):
     data = json.loads((root / f"seed-{seed}" / "eval" / set_name /
-                       f"{rr.slug(model if model != 'base' else 'SFT warm start')}.json").read_text())
+                       f"{slug(model if model != 'base' else 'SFT warm start')}.json").read_text())
     return data["base" if model == "base" else "finetuned"]["results"]
 
 
@@ -89,8 +92,8 @@ def holm_by_hand(p):
 
 
 def test_every_pooled_number_is_recomputed_from_the_json(root):
-    pooled = rr.pooled_results(root, SEEDS)
-    report = rr.build_report(pooled)
+    pooled = pool.pooled_results(FIRST, root, SEEDS)
+    report = sections.build_report(FIRST, pooled)
     pr = pooled["primary"]
     for seed in SEEDS:
         d = diffs(root, [seed], "heldout", "GRPO exp7 best", "base")
@@ -109,15 +112,15 @@ def test_every_pooled_number_is_recomputed_from_the_json(root):
         np.mean(diffs(root, [s], "heldout", "GRPO exp7 best", "base")) > 0 for s in SEEDS)
     assert pr["goal_met"] == met and ("**met**" if met else "**not met**") in report
 
-    raw = [brute_p(diffs(root, SEEDS, *spec)) for spec in rr.SECONDARY]
+    raw = [brute_p(diffs(root, SEEDS, *spec)) for spec in FIRST.secondary]
     z = NormalDist().inv_cdf(0.975) + NormalDist().inv_cdf(0.8)
-    for row, p, adjusted, spec in zip(pooled["secondary"], raw, holm_by_hand(raw), rr.SECONDARY):
+    for row, p, adjusted, spec in zip(pooled["secondary"], raw, holm_by_hand(raw), FIRST.secondary):
         d = diffs(root, SEEDS, *spec)
         assert row["pooled"]["p"] == pytest.approx(p)
         assert row["pooled"]["p_holm"] == pytest.approx(adjusted)
         assert row["pooled"]["mdd"] == pytest.approx(z * statistics.stdev(d) / len(d) ** 0.5)
         assert (f"| {spec[0]} | {spec[1]} | {spec[2]} | {100 * np.mean(d):+.1f} |") in report
-    for model in ("base", *rr.RETENTION_MODELS):
+    for model in ("base", *FIRST.retention_models):
         acc = np.mean(group_scores(load(root, 2, "retention", model)) +
                       group_scores(load(root, 3, "retention", model)))
         assert pooled["retention_accuracy"][model]["accuracy"] == pytest.approx(acc)
@@ -125,13 +128,13 @@ def test_every_pooled_number_is_recomputed_from_the_json(root):
 
 
 def test_waste_and_best_steps_come_from_the_statistics_files(root):
-    pooled = rr.pooled_results(root, SEEDS)
+    pooled = pool.pooled_results(FIRST, root, SEEDS)
     w = pooled["waste"]
     assert w["runs"]["exp7"]["waste_rate"] == pytest.approx(55 / 210)
     assert w["runs"]["exp7_passrate"]["waste_rate"] == pytest.approx(50 / 195)
     assert w["ratio"] == pytest.approx((50 / 195) / (55 / 210))
     assert w["plain_loop_zero_gradient_share"] == pytest.approx(55 / 210)
-    report = rr.build_report(pooled)
+    report = sections.build_report(FIRST, pooled)
     assert "30.0% (30/100)" in report and "26.2% (55/210)" in report
     assert f"{(50 / 195) / (55 / 210):.2f} (target <= 0.7)" in report
     assert pooled["best_steps"]["exp10"] == {"2": {"step": 100, "stability": None},
@@ -147,12 +150,12 @@ def test_best_step_stability_resamples_validation_groups():
     # step 50 wins group a by 2, step 100 wins group b by 1: resampling the two groups, 50 is
     # chosen unless both draws are b, so in 3 of 4 resamples
     h = history((50, {"a": [1, 1], "b": [0]}), (100, {"a": [0, 0], "b": [1]}))
-    assert rr.best_step_stability(h, 50) == pytest.approx(0.75, abs=0.04)
-    assert rr.best_step_stability(h, 100) == pytest.approx(0.25, abs=0.04)
+    assert runs.best_step_stability(h, 50) == pytest.approx(0.75, abs=0.04)
+    assert runs.best_step_stability(h, 100) == pytest.approx(0.25, abs=0.04)
     # a step that wins or ties every group is always chosen; of equals, the earliest
     h = history((50, {"a": [1], "b": [0]}), (100, {"a": [2], "b": [1]}), (150, {"a": [2], "b": [1]}))
-    assert rr.best_step_stability(h, 100) == 1.0 and rr.best_step_stability(h, 150) == 0.0
-    assert rr.best_step_stability([{"step": 50, "accuracy": 0.5}], 50) is None  # older runs
+    assert runs.best_step_stability(h, 100) == 1.0 and runs.best_step_stability(h, 150) == 0.0
+    assert runs.best_step_stability([{"step": 50, "accuracy": 0.5}], 50) is None  # older runs
 
 
 def test_best_step_stability_reaches_the_report(root):
@@ -160,9 +163,9 @@ def test_best_step_stability_reaches_the_report(root):
     stats = json.loads(stats_file.read_text())
     stats["val_history"] = history((50, {"a": [1], "b": [0]}), (100, {"a": [2], "b": [1]}))
     stats_file.write_text(json.dumps({**stats, "best_step": 100}))
-    pooled = rr.pooled_results(root, SEEDS)
+    pooled = pool.pooled_results(FIRST, root, SEEDS)
     assert pooled["best_steps"]["exp7"]["2"] == {"step": 100, "stability": 1.0}
-    assert "| exp7 | 100 (100.0%) | 150 |" in rr.build_report(pooled)
+    assert "| exp7 | 100 (100.0%) | 150 |" in sections.build_report(FIRST, pooled)
 
 
 def test_run_time_per_seed_comes_from_the_recorded_stage_attempts(root):
@@ -173,9 +176,9 @@ def test_run_time_per_seed_comes_from_the_recorded_stage_attempts(root):
         for stage, start, end, status, code in rows:
             stage_times.record(root / f"seed-{seed}" / stage_times.FILE_NAME, stage, start, end,
                                status, code)
-    pooled = rr.pooled_results(root, SEEDS)
+    pooled = pool.pooled_results(FIRST, root, SEEDS)
     assert pooled["run_time"] == {
         "2": {"minutes": (600 + 600 + 2100) / 60, "unfinished_attempts": 1, "codes": ["aaa", "bbb"]},
         "3": {"minutes": 0, "unfinished_attempts": 0, "codes": []}}
-    report = rr.build_report(pooled)
+    report = sections.build_report(FIRST, pooled)
     assert "| 2 | 55 | 1 | aaa, bbb |" in report and "| 3 | 0 | 0 | - |" in report

@@ -1,4 +1,4 @@
-"""The redone replication's pooled report (study/replication_v2_report.py): its additions
+"""The redone replication's pooled report (study.replication's REDONE design): its additions
 recomputed by hand from small fake seed folders whose every difference is chosen, so each
 number and verdict below follows from plain arithmetic and a count of sign patterns."""
 import json
@@ -9,8 +9,10 @@ import pytest
 import demo
 from relrl.evaluation import guess_baselines as gb
 from study import pipeline_config
-from study import replication_report as rr
-from study import replication_v2_report as v2
+from study.replication import pool, sections
+from study.replication.claims import verdict
+from study.replication.design import PLAIN, REDONE
+from study.replication.seed_files import slug
 
 SEEDS = [100, 101]
 # one question a group: (target, topic); two groups of each topic, two targets in [0.85, 1)
@@ -19,11 +21,11 @@ QUESTIONS = [("0.95", "distributions"), ("0.9", "basic"), ("0.5", "distributions
 # right answers of 4 per model, on each set: base 1 on heldout and 4 on retention
 PASSES = {
     "heldout": {"base": 1, "SFT warm start": 1, "GRPO exp7 best": 3, "GRPO exp7 final": 2,
-                "GRPO exp10 best": 1, v2.PLAIN: 3},
+                "GRPO exp10 best": 1, PLAIN: 3},
     "retention": {"base": 4, "SFT warm start": {"distributions": 4, "basic": 0},
-                  "GRPO exp7 best": 4, "GRPO exp7 final": 4, "GRPO exp10 best": 4, v2.PLAIN: 4},
+                  "GRPO exp7 best": 4, "GRPO exp7 final": 4, "GRPO exp10 best": 4, PLAIN: 4},
     "ood": {"base": 0, "SFT warm start": 0, "GRPO exp7 best": 1, "GRPO exp7 final": 0,
-            "GRPO exp10 best": 0, v2.PLAIN: 0},
+            "GRPO exp10 best": 0, PLAIN: 0},
 }
 STATS = {"exp7": (30, 100), "exp7_passrate": (20, 90), "exp10": (25, 95), "exp7_plain": (40, 100)}
 
@@ -49,8 +51,8 @@ def write_seed(folder, seed):
     pipeline_config.write(folder / "pipeline.yaml", SETTINGS)
     for set_name in PASSES:
         (folder / "eval" / set_name).mkdir(parents=True)
-        for model in v2.MODELS[1:]:
-            (folder / "eval" / set_name / f"{rr.slug(model)}.json").write_text(json.dumps(
+        for model in REDONE.models[1:]:
+            (folder / "eval" / set_name / f"{slug(model)}.json").write_text(json.dumps(
                 {"kind": "pair_result", "base": {"results": records(seed, set_name, "base")},
                  "finetuned": {"results": records(seed, set_name, model)},
                  "guess_baselines": block}))
@@ -68,8 +70,8 @@ def root(tmp_path):
 
 
 def test_the_redone_designs_numbers_and_verdicts(root):
-    pooled = v2.pooled_results(root, SEEDS)
-    report = v2.build_report(pooled)
+    pooled = pool.pooled_results(REDONE, root, SEEDS)
+    report = sections.build_report(REDONE, pooled)
     # primary: every group +2/4; 8 groups all positive -> 2 of 2^8 sign patterns as extreme
     p = pooled["primary"]
     assert p["pooled"]["delta"] == pytest.approx(0.5) and p["pooled"]["p"] == pytest.approx(2 / 256)
@@ -84,7 +86,7 @@ def test_the_redone_designs_numbers_and_verdicts(root):
     assert high["groups"] == rest["groups"] == 4 and high["p"] == pytest.approx(2 / 16)
     assert "| GRPO exp7 best | in [0.85, 1) | 4 | 25.0% | 75.0% | +50.0 |" in report
     final = pooled["by_target_range"]["GRPO exp7 final"]["rest_range"]
-    assert final["delta"] == pytest.approx(0.25) and set(pooled["by_target_range"]) == set(v2.MODELS[1:])
+    assert final["delta"] == pytest.approx(0.25) and set(pooled["by_target_range"]) == set(REDONE.models[1:])
     # SFT forgets on the topics it did not train on, all of it, and nowhere else
     other, own = pooled["forgetting"]["other_topics"], pooled["forgetting"]["sft_topics"]
     assert other["SFT warm start"]["delta"] == pytest.approx(-1.0)
@@ -109,10 +111,10 @@ def test_the_redone_designs_numbers_and_verdicts(root):
     plain = claims["Dynamic sampling makes GRPO gain more for the same sampling"]
     assert plain["pooled"]["delta"] == 0 and plain["verdict"] == "refuted"  # rules out +5 points
     assert "| Dynamic sampling makes GRPO gain more for the same sampling | heldout (all) | " \
-           f"GRPO exp7 best vs {v2.PLAIN} | +0.0 | [+0.0, +0.0] | 1 | refuted |" in report
+           f"GRPO exp7 best vs {PLAIN} | +0.0 | [+0.0, +0.0] | 1 | refuted |" in report
     assert report.startswith("# Miniature study, redone (seeds 100, 101)")
-    assert any(r["model"] == v2.PLAIN for r in pooled["secondary"])
-    assert set(pooled["best_steps"]) == set(v2.RUNS)
+    assert any(r["model"] == PLAIN for r in pooled["secondary"])
+    assert set(pooled["best_steps"]) == set(REDONE.grpo_runs)
 
 
 @pytest.mark.parametrize("c, direction, expected", [
@@ -127,24 +129,24 @@ def test_the_redone_designs_numbers_and_verdicts(root):
     ({"p_holm": 0.30, "delta": -0.02, "ci_low": -0.07, "ci_high": 0.03}, 0, "not settled"),
 ])
 def test_the_verdict_rule(c, direction, expected):
-    assert v2.verdict(c, direction, 0.05) == expected
+    assert verdict(c, direction, 0.05, 0.05) == expected
 
 
 def test_seeds_that_disagree_on_the_sft_topics_are_refused(root):
     pipeline_config.write(root / "seed-101" / "pipeline.yaml",
                           replace(demo.recipe("fast"), sft_topics="basic"))
     with pytest.raises(ValueError, match="different sft_topics"):
-        v2.pooled_results(root, SEEDS)
+        pool.pooled_results(REDONE, root, SEEDS)
 
 
 def test_without_sft_topics_the_forgetting_claim_is_not_testable(root):
     for seed in SEEDS:
         pipeline_config.write(root / f"seed-{seed}" / "pipeline.yaml", demo.recipe("fast"))
-    pooled = v2.pooled_results(root, SEEDS)
+    pooled = pool.pooled_results(REDONE, root, SEEDS)
     assert pooled["forgetting"] == {}
     forget = pooled["claims"][0]
     assert forget["verdict"] == "not testable here" and "sft_topics not set" in forget["why"]
-    assert "Retention by topic" not in v2.build_report(pooled)
+    assert "Retention by topic" not in sections.build_report(REDONE, pooled)
 
 
 def test_demo_seeds_with_plain_grpo_pool_into_the_redone_report(tmp_path, monkeypatch):

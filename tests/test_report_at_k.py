@@ -8,7 +8,9 @@ import pytest
 
 from relrl.evaluation.clustered_stats import at_k_interval
 from study import demo_report, reanalysis
-from study import replication_report as rr
+from study.replication.baselines import at_k
+from study.replication.design import FIRST
+from study.replication.sections import at_k_table
 
 
 def rec(qid, group, passes, samples=4):
@@ -56,7 +58,7 @@ def write_replication(root):
 
 
 def test_replication_pools_at_k_over_seeds_with_groups_resampled_within_each(tmp_path):
-    by_set = rr.at_k(write_replication(tmp_path))
+    by_set = at_k(write_replication(tmp_path), FIRST.guess_sets, FIRST.models)
     assert list(by_set) == ["heldout"]
     exp7 = by_set["heldout"]["GRPO exp7 best"]
     # mean@k: (1 + 0 + 1/2 + 1/2) / 4; seed 2's draws give 3/4, 1/2, 1/4 as in the test above.
@@ -66,18 +68,18 @@ def test_replication_pools_at_k_over_seeds_with_groups_resampled_within_each(tmp
                     "pass@4": {"value": 0.75, "low": 0.5, "high": 1.0, "groups": 3}}
     assert by_set["heldout"]["GRPO exp7 final"] is None  # no records at either seed
     assert by_set["heldout"]["SFT warm start"] is None  # no file
-    lines = rr.at_k_table(by_set)
+    lines = at_k_table(by_set)
     body = rows_of(lines, "## mean@k and pass@K (pooled over seeds)")
     # base: 2, 0 | 0, 0 of 4 -> mean@k 1/8, draws 1/4, 1/8, 0; pass@4 1, 0 | 0, 0 -> 1/4
     assert body[0] == ["heldout", "base", "4", "3", "12.5% (0.0%-25.0%)", "25.0% (0.0%-50.0%)"]
     assert ["heldout", "GRPO exp7 best", "4", "3", "50.0% (25.0%-75.0%)",
             "75.0% (50.0%-100.0%)"] in body
     assert ["heldout", "GRPO exp7 final", "-", "-", "-", "-"] in body
-    assert len(body) == len(rr.GUESS_MODELS)
+    assert len(body) == len(FIRST.models)
 
 
 def test_a_pooled_result_without_at_k_renders_no_such_section():
-    assert rr.at_k_table({}) == []
+    assert at_k_table({}) == []
 
 
 def write_demo(out, compare_md):
