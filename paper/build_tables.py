@@ -125,7 +125,8 @@ COMPARISON_KEYS = ("delta", "ci_low", "ci_high", "p", "groups")
 
 
 def load_replication(path: Path) -> dict | None:
-    """study/replication_report.py's pooled.json, checked; None when the file does not exist."""
+    """The first replication's pooled.json (study.pooled_report), checked; None when the file
+    does not exist."""
     if not path.exists():
         return None
     data = read_json(path)
@@ -145,7 +146,8 @@ REDONE_KEYS = ("claims", "by_target_range", "forgetting", "guess_baselines", "pl
 
 
 def load_redone(path: Path) -> dict | None:
-    """study/replication_v2_report.py's pooled.json, checked; None when the file does not exist."""
+    """The redone replication's pooled.json (study.pooled_report), checked; None when the file
+    does not exist."""
     data = load_replication(path)
     if data is not None and any(k not in data for k in REDONE_KEYS):
         raise DatasetError(f"{path}: not a redone replication's pooled.json (need "
