@@ -12,6 +12,9 @@ killed demo loses nothing, and a retrained adapter is evaluated afresh. The stag
 study/demo_stages/, one file each (data, model, screening, sft, grpo, evaluation, report) over
 pipeline.py, which holds the shared state and runs the scripts; this file is the command line.
 
+  python demo.py --recipe recipes/demo/first.yaml --tolerance-rule complement
+                            # `make demo`: the first demo, GRPO with the calculator and the
+                            # held-out gain (21.5 minutes on 2 cores; study/first_report.py)
   python demo.py            # the full miniature (18 minutes on 2 cores with tiny cached)
   python demo.py --fast     # a 5-minute look; its numbers are labelled FAST
   python demo.py --seeds 2,3,4   # the replicated study (results/demo-replication/, about
