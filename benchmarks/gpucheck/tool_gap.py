@@ -119,6 +119,9 @@ def tool_gap(path: str):
         sampling = SamplingConfig(max_new_tokens=len(call) + check.shapes["vllm_rollout_tokens"],
                                   tools="calculator", micro_batch=8)
         done = tool_rollout_vllm(engine, tok, prompts, sampling, call)
+        # an instance sample_round puts the vLLM engine in its rounds mode (one turn for every
+        # request, then the answers), not the streamed turns training uses by default
+        out["rollout_mode"] = "rounds (scripted first call)"
         out["after_sync"] = turn_gaps(model, done)
         out["think_block"] = think_block_effect(model, tok, done)
         with engine.updating():  # asleep here where --vllm-sleep auto put it to sleep
