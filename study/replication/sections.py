@@ -141,7 +141,9 @@ def run_time(design: Design, pooled: dict) -> list[str]:
     lines = ["", "## Run time and code", "", "| Seed | Busy minutes | Unfinished attempts | Code |",
              "|---|---|---|---|"]
     for seed, t in pooled["run_time"].items():
-        lines.append(f"| {seed} | {t['minutes']:.0f} | {t['unfinished_attempts']} | "
+        # a seed run before stage times were kept has no attempts on record, not zero minutes
+        minutes = f"{t['minutes']:.0f}" if t["codes"] else "not recorded"
+        lines.append(f"| {seed} | {minutes} | {t['unfinished_attempts']} | "
                      f"{', '.join(t['codes']) or '-'} |")
     return lines
 
