@@ -54,7 +54,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the gpucheck package beside this file
 
 from gpucheck import plan
-from gpucheck.environment import Skip, no_gpu_refusal, simulate_missing
+from gpucheck.environment import Skip, importable, no_gpu_refusal, require, simulate_missing
 
 # These import neither transformers nor peft (the workers do, each in its own process).
 from relrl.data.dataset_io import atomic_write_json
@@ -87,6 +87,10 @@ def step_function(name: str):
         return checkpoints.prepare_checkpoint if name == "checkpoint" else checkpoints.prepare_nf4
     path, step = name.split(".", 1)
     if path == "exp7":
+        # its module imports relrl.rl, whose problem generators need scipy: a node without it
+        # skips the step, saying so, instead of failing on the import
+        if not importable("scipy"):
+            return lambda check, out: require("scipy")
         from gpucheck.exp7 import batch_steps
         return batch_steps
     if step == "tool_gap":

@@ -12,7 +12,12 @@ import torch
 
 from gpucheck.checkpoints import hub_model
 from gpucheck.common import QUESTIONS, ROOT, Check, cuda
-from gpucheck.environment import Skip, importable, require
+from gpucheck.environment import Skip, importable
+from relrl.engines.vllm import check_four_bit_loadable, kv_cache_tokens
+from relrl.modeling.loading import attach_lora, load_pretrained, save_adapter
+from relrl.rl import grpo_main
+from relrl.rl.grpo_metrics import trainer_seconds
+from relrl.runtime.cli import UsageError
 
 USEFUL_STEPS = 4  # one generation call (8 questions) and one update (grad accum 4)
 
@@ -20,8 +25,6 @@ USEFUL_STEPS = 4  # one generation call (8 questions) and one update (grad accum
 def write_inputs(check: Check, work) -> tuple[str, str]:
     """(dataset, warm-start adapter): two rounds of the check's questions, and a new LoRA saved
     on the 4-bit checkpoint (exp7 trains an SFT adapter further; its B is zero, as new)."""
-    from relrl.modeling.loading import attach_lora, load_pretrained, save_adapter
-
     work.mkdir(parents=True, exist_ok=True)
     rows = [{"id": f"q{k}", "question": QUESTIONS[k % len(QUESTIONS)], "answer": "0.3679"}
             for k in range(2 * len(QUESTIONS))]
@@ -38,12 +41,6 @@ def write_inputs(check: Check, work) -> tuple[str, str]:
 
 
 def batch_steps(check: Check, out: dict) -> None:
-    require("scipy")  # relrl.rl imports the problem generators, which need it
-    from relrl.engines.vllm import check_four_bit_loadable, kv_cache_tokens
-    from relrl.rl import grpo_main
-    from relrl.rl.grpo_metrics import trainer_seconds
-    from relrl.runtime.cli import UsageError
-
     engine = "hf"
     if cuda() and importable("vllm") and not check.skip_vllm:
         try:

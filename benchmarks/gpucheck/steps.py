@@ -45,7 +45,7 @@ from relrl.modeling.loading import (
 from relrl.modeling.logprobs import completion_logprobs, pack_sequences
 from relrl.rl.grpo_loss import LossConfig, batch_counts, group_advantages, policy_loss
 from relrl.runtime.cli import UsageError
-from relrl.tools.protocol import DEFAULT_MAX_TOOL_CALLS, calculator_call
+from relrl.tools.protocol import calculator_call
 
 
 def load(path: str):
@@ -129,16 +129,13 @@ def vllm_start(path: str):
             except UsageError as refusal:
                 raise Skip(str(refusal)) from None
         # relrl.models imports the problem generators (scipy): only where vLLM runs
-        from relrl.models.by_name import PROMPT_TOKENS, tool_context_tokens, vllm_sleep
+        from gpucheck.vllm_sizing import grpo_sizing
 
         state = check.paths[path]
         model, tok, shapes = state["model"], state["tokenizer"], check.shapes
         # as GRPO starts it: --vllm-sleep auto from the memory arithmetic, the scheduler and the
         # KV check sized by a training call (gen batch x G, each at its full length budget)
-        tools = tool_context_tokens(tok, "calculator", DEFAULT_MAX_TOOL_CALLS)
-        sleep = vllm_sleep("auto", model, check.vllm_memory, TRAIN_MICRO_BATCH,
-                           shapes["completion"], tools)
-        length = PROMPT_TOKENS + shapes["completion"] + tools
+        sleep, length = grpo_sizing(model, tok, check.vllm_memory, shapes["completion"])
         state["engine"] = engine = make_engine(
             "vllm", model, tok, source=str(check.nf4_folder if four_bit else check.folder),
             max_new_tokens=shapes["completion"], gpu_memory_utilization=check.vllm_memory,
