@@ -33,6 +33,7 @@ import signal
 import time
 from pathlib import Path
 
+from relrl.data.dataset_io import read_json
 from relrl.engines import ENGINES, default_engine
 from relrl.runtime.cli import (
     ArgumentParser,
@@ -42,7 +43,6 @@ from relrl.runtime.cli import (
     run_main,
     seed_list,
 )
-from relrl.data.dataset_io import read_json
 from study import first_report, pipeline_config, pooled_report
 from study.demo_report import splice_results_md
 from study.demo_stages import STAGES, Demo

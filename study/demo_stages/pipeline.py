@@ -29,17 +29,18 @@ from relrl.data.dataset_io import read_json
 from relrl.runtime.cli import UsageError
 from relrl.runtime.stop import STOPPED_EXIT
 from study import pipeline_config, stage_inputs, stage_times
-from study.stage_progress import Monitor, Work, clock
 from study.pipeline_config import PipelineConfig
+from study.stage_progress import Monitor, Work, clock
 
 ROOT = Path(__file__).resolve().parents[2]
 
 # Sizes and rates of each pipeline: a recipe, read through study.pipeline_config's schema.
-# full (the study's own miniature) and fast (`--fast`); the replicated study (`--seeds`) runs
+# first (`make demo`: GRPO with the calculator and the held-out gain in half an hour); full (the
+# study's own miniature) and fast (`--fast`); the replicated study (`--seeds`) runs
 # replication, the full miniature with the changes its pre-registration
 # (results/demo-replication/PREREGISTRATION.md) fixes, and replication-fast is its smoke
 # version; replication-v2 is the redone replication's (results/demo-replication-v2/), which
-# `make demo` runs at a development seed.
+# `make demo FULL=1` runs at a development seed.
 RECIPES = ROOT / "recipes" / "demo"
 BUILT_IN = ("first", "full", "fast", "replication", "replication-fast", "replication-v2")
 SETTINGS_FILE = "pipeline.yaml"  # the resolved settings, beside the run; --recipe reruns it
@@ -141,10 +142,11 @@ class Pipeline:
             work: Callable[[], Work] | None = None, processes: int = 1) -> None:
         """Run one script unless its result `done` was made from the same inputs (the ledger,
         study.stage_inputs); its output goes to work/logs/<stage>.log, and with `work` (made
-        when the script starts, what its files hold when finished) a progress line with the time left goes to the console
-        every half minute (study.stage_progress). With `processes` running at once each gets
-        its share of the cores as threads: a few-million-parameter model gains more from two
-        one-thread processes than from one process on two threads."""
+        when the script starts: what its files hold when it is finished) a progress line with
+        the time left goes to the console every half minute (study.stage_progress). With
+        `processes` running at once each gets its share of the cores as threads: a
+        few-million-parameter model gains more from two one-thread processes than from one
+        process on two threads."""
         inputs = None if done is None else stage_inputs.inputs_of(args, done, shown)
         if done is not None:
             args = self.command_for(stage, args, done, inputs)
