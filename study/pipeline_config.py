@@ -170,6 +170,11 @@ class PipelineConfig:
         "model was built on) or prose (the generator's written-out arithmetic, under the same "
         "prompt: data unlike what tiny-tool knows, as the study's SFT data was unlike Qwen3's)",
         default="tool", check=_one_of(SFT_FORMS))
+    # Issue 46's additions; each default leaves the pipeline as it was
+    sft_steps: int | None = _setting(
+        "the SFT warm start's dose in optimiser steps (--max-steps), the same whatever the "
+        "number of its questions; null: sft_epochs passes over them", default=None,
+        check=lambda v: None if v is None or v >= 1 else "must be >= 1 or null")
     plain_grpo: bool = _setting(
         "also run exp7 as plain GRPO (--dynamic-sampling off: every generated group trains), "
         "after exp7 and for as many groups as exp7 generated (its total_attempts), so the two "

@@ -27,8 +27,11 @@ FAST = dict(n_master=100, paraphrases=1, val_frac=0.15, holdout_frac=0.2,
 REGISTERED = dict(eval_samples=4, val_samples=4, eval_seed_offset=1000, retention_min_score=2,
                   pass_rate_scheme="predictive", informative_by="reward", tools="none")
 # issue 30's settings, at the values that leave a pipeline as it was
+# issue 46's, at the values that leave a pipeline as it was
+ISSUE46_OFF = dict(sft_steps=None)
 V2_OFF = dict(model="tiny", families=None, sft_topics=None, sft_form="tool", plain_grpo=False,
-              matched_arms=False, retention_samples=None, warm_start=True, eval_sets=None)
+              matched_arms=False, retention_samples=None, warm_start=True, eval_sets=None,
+              **ISSUE46_OFF)
 REGISTERED = {**REGISTERED, **V2_OFF}
 OFF = dict(eval_samples=1, val_samples=1, eval_seed_offset=0, retention_min_score=None,
            pass_rate_scheme=None, informative_by=None, tools="none", **V2_OFF)
@@ -39,7 +42,8 @@ V2 = dict(n_master=2400, paraphrases=2, val_frac=0.08, holdout_frac=0.45, ood_to
           retention_samples=1, val_samples=4, eval_seed_offset=1000, retention_min_score=2,
           pass_rate_scheme="predictive", informative_by=None, tools="calculator",
           model="tiny-tool", families="tiny-tool", sft_topics="distributions,stress_strength",
-          sft_form="prose", plain_grpo=True, matched_arms=True, warm_start=True, eval_sets=None)
+          sft_form="prose", plain_grpo=True, matched_arms=True, warm_start=True, eval_sets=None,
+          **ISSUE46_OFF)
 # the first demo's (`make demo`), sized to its half hour
 FIRST = dict(n_master=1600, paraphrases=2, val_frac=0.06, holdout_frac=0.5, ood_topics="growth",
              screen_samples=4, max_new_tokens=120, sft_epochs=2, sft_lr=2e-4, grpo_steps=150,
@@ -48,7 +52,7 @@ FIRST = dict(n_master=1600, paraphrases=2, val_frac=0.06, holdout_frac=0.5, ood_
              retention_min_score=None, pass_rate_scheme=None, informative_by=None,
              tools="calculator", model="tiny-tool", families="tiny-tool", sft_topics=None,
              sft_form="tool", plain_grpo=False, matched_arms=False, warm_start=False,
-             eval_sets="heldout")
+             eval_sets="heldout", **ISSUE46_OFF)
 BUILT_IN = {"first": FIRST, "full": {**MINIATURE, **OFF}, "fast": {**FAST, **OFF},
             "replication": {**MINIATURE, "n_master": 2800, "grpo_val_every": 100, **REGISTERED},
             "replication-fast": {**FAST, **REGISTERED}, "replication-v2": V2}

@@ -67,7 +67,8 @@ class EpochTrainer:
     curves = {"losses": "loss"}  # statistics.json list name -> per-step metric
 
     def __init__(self, cfg: LoopConfig, model, items: list, output_dir, *, fingerprint: str,
-                 settings: dict, label: str | None = None, tracker: Tracker | None = None):
+                 settings: dict, label: str | None = None, tracker: Tracker | None = None,
+                 max_steps: int | None = None):
         self.cfg, self.model, self.items = cfg, model, items
         self.tracker = tracker or Tracker()  # --report-to: TensorBoard / W&B curves
         self.out, self.fingerprint, self.settings = Path(output_dir), fingerprint, settings
@@ -80,7 +81,9 @@ class EpochTrainer:
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.learning_rate,
                                            weight_decay=cfg.weight_decay)
         self.steps_per_epoch = math.ceil(len(items) / cfg.batch_size)
-        self.total_steps = cfg.epochs * self.steps_per_epoch
+        # max_steps: a dose in optimiser updates whatever the data's size; the item order runs
+        # on past cfg.epochs as it would (seed, epoch), and the schedule spans exactly these steps
+        self.total_steps = max_steps or cfg.epochs * self.steps_per_epoch
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, warmup_cosine(self.total_steps, cfg.warmup_ratio))
         self.step = 0

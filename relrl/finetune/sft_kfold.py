@@ -349,7 +349,8 @@ def _train_and_score(cfg: KFoldConfig, args, rows, output_dir: Path) -> int:
     if main:
         print(f"SFT {cfg.model}: {len(rows)} rows, {'all rows' if cfg.train_all else f'{cfg.folds} folds'}"
               f" ({', '.join(p.name for p in plans)}), LoRA r={cfg.lora_r} "
-              f"alpha={cfg.lora_alpha}, lr {cfg.learning_rate:g}, {cfg.epochs} epochs, "
+              f"alpha={cfg.lora_alpha}, lr {cfg.learning_rate:g}, "
+              f"{f'{cfg.max_steps} steps' if cfg.max_steps else f'{cfg.epochs} epochs'}, "
               f"batch {cfg.batch_size}, {distributed.world()} rank(s)"
               f"{'' if cfg.tools == 'none' else f', tools: {cfg.tools}'}", flush=True)
     # one tracker per adapter, each opened before its model loads (a missing package: at once)

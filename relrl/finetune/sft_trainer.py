@@ -83,12 +83,21 @@ class SFTConfig(LoopConfig):
                          "prompt declares the calculator and rows with an `expression` train on "
                          "a solution that calls it (the tool's answer masked), the others on "
                          "their plain solution", choices=TOOL_CHOICES)
+    max_steps: int | None = setting(None, "train for exactly N optimiser updates, epochs or "
+                                    "not (the warmup and cosine decay span N; --epochs is "
+                                    "then unused): a dose that does not grow with the data",
+                                    positive=True, group=OPTIMISATION,
+                                    default_text="--epochs passes")
 
     def settings(self) -> dict:
         """What makes two runs the same run (bookkeeping settings left out)."""
         out = fingerprint_settings(self)
         if out["tools"] == "none":  # added after runs were recorded: those still resume
             out.pop("tools")
+        if out["max_steps"] is None:  # likewise: a run by epochs keeps its fingerprint
+            out.pop("max_steps")
+        else:  # the steps, not the epochs, shape the run
+            out.pop("epochs")
         return out
 
 
@@ -96,7 +105,7 @@ class SFTTrainer(EpochTrainer):
     kind = "sft"
 
     def __init__(self, cfg: SFTConfig, model, tokenizer, examples, output_dir, **kwargs):
-        super().__init__(cfg, model, examples, output_dir, **kwargs)
+        super().__init__(cfg, model, examples, output_dir, max_steps=cfg.max_steps, **kwargs)
         self.pad_id = tokenizer.pad_token_id
         self.neftune = NEFTune(model, cfg.neftune_alpha)
 

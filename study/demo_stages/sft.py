@@ -3,7 +3,8 @@
 Trains one adapter (<work>/sft/adapters/all) on screening's non-mixed questions; with
 sft_topics only those topics' (so the topics SFT never saw can show forgetting), and with
 sft_form prose on the written-out worked solutions instead of the calculator's
-(<work>/data/sft_non_mixed.jsonl when either applies). `--resume`: a run stopped part-way
+(<work>/data/sft_non_mixed.jsonl when either applies); with sft_steps for that many
+optimiser steps instead of sft_epochs passes. `--resume`: a run stopped part-way
 carries on from its latest checkpoint when the demo is rerun.
 """
 from __future__ import annotations
@@ -28,8 +29,15 @@ class SftStage(Pipeline):
                          self.sft_dataset(), "--output-dir",
                          self.work / "sft", "--folds", 1, "--train-all", "--epochs",
                          c.sft_epochs, "--learning-rate", c.sft_lr, "--seed", self.seed,
-                         *self.rule, *self.tools],
+                         *self.dose, *self.rule, *self.tools],
                  self.sft_adapter)
+
+    @property
+    def dose(self) -> list:
+        """--max-steps with sft_steps: a dose fixed in optimiser steps, so more data does not
+        mean more updates (the redone replication's collapse); none leaves the command as it
+        was, so finished stages stay done."""
+        return [] if self.cfg.sft_steps is None else ["--max-steps", self.cfg.sft_steps]
 
     def sft_dataset(self) -> Path:
         """The SFT warm start's questions: screening's non-mixed ones; of sft_topics only when
