@@ -7,13 +7,18 @@
    - this loop (relrl.rl.grpo_trainer), step mode (the study's dynamic sampling) and batch mode;
    - TRL's GRPOTrainer (no dynamic sampling: its useful steps are its informative groups), when
      `trl` is installed (pip install -r benchmarks/requirements.txt).
-   A "useful step" is one informative group, as the study counted them.
+   A "useful step" is one informative group, as the study counted them. Which groups are
+   informative is a rule (relrl.rl.dynamic_sampling.waste_kind): `correct` (some answers right
+   and some wrong: this loop's default with the grader) or `reward` (any two rewards differ:
+   the study's and TRL's). Every loop runs under each rule in --rules, and ratios are printed
+   only between loops under the same rule, so they measure speed, not the rule.
 2. Waste (dropped groups / groups generated) with and without the pass-rate-aware sampler: on
    the model, and on a simulated question set whose pass rates are mostly 0 or 1 (as after the
    study's screening once training moves on).
 
     python benchmarks/grpo_step.py [--model tiny-random] [--reward digit-share] [--steps 16]
     python benchmarks/grpo_step.py --only waste --model tiny --reward grader --max-new-tokens 160
+    python benchmarks/grpo_step.py --model tiny --reward grader --rules correct reward
 """
 
 
@@ -35,7 +40,7 @@ from relrl.modeling.loading import attach_lora, device_of
 from relrl.models.by_name import load_model
 from relrl.problems.dataset import generate_rows
 from relrl.problems.registry import FAMILIES
-from relrl.rl.dynamic_sampling import DynamicSampler, Group, QuestionSampler
+from relrl.rl.dynamic_sampling import INFORMATIVE_BY, DynamicSampler, Group, QuestionSampler, waste_kind
 from relrl.rl.grpo_config import GRPOConfig
 from relrl.rl.grpo_loss import group_advantages
 from relrl.rl.grpo_trainer import GRPOTrainer
@@ -64,9 +69,14 @@ def timed(fn):
     return result, time.perf_counter() - start
 
 
-def study_loop(args, rows, reward_fn):
+def informative(scores: list[tuple[float, bool]], rule: str) -> bool:
+    """Whether a group of (reward, correct) carries signal under `rule` (waste_kind's)."""
+    return waste_kind([r for r, _ in scores], [c for _, c in scores], informative_by=rule) is None
+
+
+def study_loop(args, rows, reward_fn, rule):
     """(useful steps, generated tokens, groups generated) of the study's loop, re-implemented
-    from its description."""
+    from its description; a group trains when it is informative under `rule`."""
     model, tok = policy(args)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=args.learning_rate, weight_decay=0.1)
@@ -85,10 +95,10 @@ def study_loop(args, rows, reward_fn):
                                  pad_token_id=tok.pad_token_id)
             completions.append(out[0, ids.shape[1]:])
         tokens += sum(len(c) for c in completions)
-        rewards = [reward_fn(tok.decode(c, skip_special_tokens=True), row)[0]
-                   for c in completions]
-        if max(rewards) - min(rewards) < 1e-6:
+        scores = [reward_fn(tok.decode(c, skip_special_tokens=True), row) for c in completions]
+        if not informative(scores, rule):
             continue  # dynamic sampling: draw another question
+        rewards = [r for r, _ in scores]
         advantages = group_advantages(torch.tensor([rewards]))[0]
         model.train()
         for completion, advantage in zip(completions, advantages):
@@ -129,7 +139,7 @@ def our_loop(args, rows, reward_fn, **overrides):
     return stats["useful_steps"], tokens["n"], stats["total_attempts"], stats["waste_rate"]
 
 
-def trl_loop(args, rows, reward_fn):
+def trl_loop(args, rows, reward_fn, rule):
     from datasets import Dataset
     from trl import GRPOConfig as TRLConfig
     from trl import GRPOTrainer as TRLTrainer
@@ -138,10 +148,10 @@ def trl_loop(args, rows, reward_fn):
     seen, tokens = [], {"n": 0}
 
     def reward(completions, completion_ids, answer, **_):
-        out = [reward_fn(c, {"answer": a})[0] for c, a in zip(completions, answer)]
+        out = [reward_fn(c, {"answer": a}) for c, a in zip(completions, answer)]
         seen.extend(out)
         tokens["n"] += sum(len(ids) for ids in completion_ids)
-        return out
+        return [r for r, _ in out]
 
     data = Dataset.from_list([{"prompt": build_prompt(tok, r["question"]), "answer": r["answer"]}
                               for r in rows])
@@ -160,7 +170,8 @@ def trl_loop(args, rows, reward_fn):
         with contextlib.redirect_stdout(io.StringIO()):
             trainer.train()
     groups = [seen[i:i + args.G] for i in range(0, len(seen), args.G)]
-    return sum(max(g) - min(g) > 1e-6 for g in groups), tokens["n"], len(groups)
+    # no dynamic sampling: its useful steps are the groups informative under the rule
+    return sum(informative(g, rule) for g in groups), tokens["n"], len(groups)
 
 
 def speed(args, rows, reward_fn):
@@ -168,28 +179,47 @@ def speed(args, rows, reward_fn):
           f"{args.max_new_tokens}, {args.steps} useful steps, 4 groups per update, LoRA r=32, "
           f"this loop's micro-batch {args.train_micro_batch}, torch threads "
           f"{torch.get_num_threads()}")
-    print(f"{'loop':<28} {'useful':>6} {'groups':>6} {'s/useful step':>14} {'gen tok/s':>10}")
-    runs = {"study: 1 call per completion": lambda: study_loop(args, rows, reward_fn)[:3],
-            "this loop, step mode": lambda: our_loop(args, rows, reward_fn)[:3],
-            "this loop, batch mode": lambda: our_loop(args, rows, reward_fn,
-                                                      sampling_mode="batch", gen_batch=8)[:3]}
-    if importlib.util.find_spec("trl"):
-        runs["TRL GRPOTrainer"] = lambda: trl_loop(args, rows, reward_fn)
-    else:
+    trl = importlib.util.find_spec("trl") is not None
+    if not trl:
         print("(trl not installed: pip install -r benchmarks/requirements.txt to compare)")
+    for rule in args.rules:
+        if rule == "correct" and args.reward == "digit-share":
+            print("\nrule correct: skipped (the toy reward is never correct; use --reward grader)")
+            continue
+        speed_under(args, rows, reward_fn, rule, trl)
+
+
+def speed_under(args, rows, reward_fn, rule, trl):
+    """Every loop with groups judged by `rule`, and the ratios between them."""
+    print(f"\nrule {rule}: a group is informative when "
+          + ("some answers are right and some wrong" if rule == "correct" else "its rewards differ"))
+    print(f"{'loop':<28} {'useful':>6} {'groups':>6} {'s/useful step':>14} {'gen tok/s':>10}")
+    runs = {"study: 1 call per completion": lambda: study_loop(args, rows, reward_fn, rule)[:3],
+            "this loop, step mode": lambda: our_loop(args, rows, reward_fn,
+                                                     informative_by=rule)[:3],
+            "this loop, batch mode": lambda: our_loop(args, rows, reward_fn, informative_by=rule,
+                                                      sampling_mode="batch", gen_batch=8)[:3]}
+    if trl:
+        runs["TRL GRPOTrainer"] = lambda: trl_loop(args, rows, reward_fn, rule)
     per_step = {}
     for name, run in runs.items():
         (useful, tokens, groups), seconds = timed(run)
-        per_step[name] = seconds / max(useful, 1)
-        print(f"{name:<28} {useful:>6} {groups:>6} {per_step[name]:>14.3f} "
-              f"{tokens / seconds:>10.1f}")
-    base = per_step["study: 1 call per completion"]
+        per_step[name] = seconds / useful if useful else None  # no useful step: no ratio
+        shown = f"{per_step[name]:>14.3f}" if useful else f"{'-':>14}"
+        print(f"{name:<28} {useful:>6} {groups:>6} {shown} {tokens / seconds:>10.1f}")
+
+    def ratio(label, slow, fast):
+        if per_step.get(slow) and per_step.get(fast):
+            print(f"rule {rule}: {label}: {per_step[slow] / per_step[fast]:.2f}x")
+        elif slow in per_step and fast in per_step:
+            print(f"rule {rule}: {label}: - (a loop made no useful step; raise --max-attempts "
+                  "or --max-new-tokens)")
+
+    study = "study: 1 call per completion"
     for name in list(per_step)[1:]:
-        print(f"speed-up per useful step, {name} vs the study's loop: {base / per_step[name]:.2f}x")
-    if "TRL GRPOTrainer" in per_step:
-        trl_time = per_step["TRL GRPOTrainer"]
-        for name in ("this loop, step mode", "this loop, batch mode"):
-            print(f"{name} vs TRL GRPOTrainer: {trl_time / per_step[name]:.2f}x")
+        ratio(f"speed-up per useful step, {name} vs the study's loop", study, name)
+    for name in ("this loop, step mode", "this loop, batch mode"):
+        ratio(f"{name} vs TRL GRPOTrainer", "TRL GRPOTrainer", name)
 
 
 def simulated_waste(pass_rate_aware: bool, seed: int = 0) -> float:
@@ -246,6 +276,8 @@ def main(argv=None):
                    help="completions per forward/backward pass in this loop (4, its default)")
     p.add_argument("--threads", type=positive_int("--threads"), default=None,
                    help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--rules", nargs="+", choices=INFORMATIVE_BY, default=list(INFORMATIVE_BY),
+                   help="informative-group rules to run every loop under (default both)")
     p.add_argument("--only", choices=("speed", "waste"), default=None,
                    help="run one of the two parts")
     args = p.parse_args(argv)
