@@ -59,4 +59,6 @@ else
     cp "$OUT/eval_holdout.records.json.gz" "$WORK/base_holdout.records.json.gz"
     cp "$OUT/eval_holdout.json" "$BASE"  # the summary last, as write_result writes them
 fi
-cp "$WORK/$LOSS/statistics.json" "$WORK/$LOSS/train_log.jsonl" "$OUT/"
+cp "$WORK/$LOSS/statistics.json" "$OUT/"
+# the log gzipped, as results/ keeps logs (a tenth of the size)
+gzip -9nc "$WORK/$LOSS/train_log.jsonl" > "$OUT/train_log.jsonl.gz"

@@ -19,6 +19,7 @@ import json
 import statistics
 from pathlib import Path
 
+from relrl.data.dataset_io import read_text
 from relrl.evaluation.clustered_stats import compare_groups, group_differences
 from relrl.evaluation.results_io import pair_accuracies, read_result
 from relrl.rl.grpo_metrics import trainer_seconds
@@ -42,7 +43,7 @@ def seed_groups(pair: dict, seed: int) -> list:
 def run_row(folder: Path, seed: int) -> dict:
     pair = read_result(folder / "eval_holdout.json")  # with its records (a sidecar file)
     stats = json.loads((folder / "statistics.json").read_text())
-    steps = [json.loads(line) for line in (folder / "train_log.jsonl").read_text().splitlines()
+    steps = [json.loads(line) for line in read_text(folder / "train_log.jsonl.gz").splitlines()
              if line.strip()]
     base, trained, delta = pair_accuracies(pair)
     diffs = seed_groups(pair, seed)
