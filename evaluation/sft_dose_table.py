@@ -6,7 +6,9 @@ sign-flip p, 95% cluster-bootstrap interval), and the manipulation check on ever
   value  the share where a call came back with a value (a call that is not an error)
   copied the share of samples whose first call assigns only numbers found in the question
          (evaluation/redone_posthoc.py's measure; `of calls`: among calls assigning numbers)
-A dose is a positive control when its own-topic change has a 95% interval above 0.
+A dose passes the positive control when its own-topic change is above 0 by the exact test
+(p < 0.05) and by the 95% interval (its lower end above 0): the interval alone can touch 0
+from above on a few discrete group scores while the test says p = 0.1.
 
   python evaluation/sft_dose_table.py --probe-dir results/science-v3/development/sft-dose-seed-100 \\
       --topics system_reliability,availability --seed 100 --doses 20,60,150
@@ -22,6 +24,7 @@ from relrl.evaluation.results_io import read_result
 from relrl.runtime.cli import ArgumentParser, UsageError, run_main, seed_list
 from study import pipeline_config
 
+ALPHA = 0.05  # the positive control's test level (a development screen, not a claim)
 _spec = importlib.util.spec_from_file_location(  # the redone replication's copy measure, reused
     "redone_posthoc", Path(__file__).resolve().with_name("redone_posthoc.py"))
 posthoc = importlib.util.module_from_spec(_spec)
@@ -72,7 +75,8 @@ def analyse(probe: Path, topics: set[str], doses: list[int]) -> dict:
             "other": side(base, ft, lambda r: r.get("topic") not in topics),
             "positive_control": None}
         own = out[str(dose)]["own"]["change"]
-        out[str(dose)]["positive_control"] = own["ci_low"] > 0
+        out[str(dose)]["positive_control"] = (own["delta"] > 0 and own["p"] < ALPHA
+                                              and own["ci_low"] > 0)
     return out
 
 

@@ -101,7 +101,7 @@ def test_table_splits_own_and_other_topics_pairs_groups_and_checks_tool_use(tmp_
     assert own["change"]["groups"] == 2 and own["change"]["delta"] == pytest.approx(0.75)
     assert own["change"]["questions"] == 3
     assert other["change"]["delta"] == pytest.approx(-0.5)  # c: 1 -> 0, d: 1 -> 1
-    assert result["positive_control"] is True
+    assert result["positive_control"] is False  # two groups: the exact test's p is 0.5
     assert (result["steps"], result["examples"], result["loss_last"]) == (20, 7, 0.5)
     assert other["base_use"] == {"samples": 4, "accuracy": 1.0, "call": 1.0, "value": 1.0,
                                  "copied": 1.0, "copied_of_calls": 1.0}
@@ -110,3 +110,14 @@ def test_table_splits_own_and_other_topics_pairs_groups_and_checks_tool_use(tmp_
                                 "copied": 0.0, "copied_of_calls": 0.0}
     text = table.render({"seed": 100, "topics": ["availability"], "doses": {"20": result}})
     assert "development seed 100" in text and "| 20 | 7 | 2.000 -> 0.500 |" in text
+
+
+def test_a_gain_on_enough_groups_passes_the_positive_control(tmp_path):
+    base = [record(i, "availability", f"a{i}", 0) for i in range(6)] + [record(9, "basic", "c", 1)]
+    ft = [record(i, "availability", f"a{i}", 2) for i in range(6)] + [record(9, "basic", "c", 1)]
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "sft-60.json").write_text(json.dumps(
+        {"base": {"results": base}, "finetuned": {"results": ft}}))
+    result = table.analyse(tmp_path, {"availability"}, [60])["60"]
+    assert result["own"]["change"]["p"] == pytest.approx(2 / 64)  # every sign the same
+    assert result["positive_control"] is True and result["steps"] is None  # no SFT file
