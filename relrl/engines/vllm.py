@@ -294,6 +294,7 @@ def _max_model_len(folder: str, max_new_tokens: int) -> int:
 
 class VLLMEngine(Engine):
     name = "vllm"
+    rounds = False  # True (on an engine): tool turns in rounds, as the HF engine (for comparison)
 
     def __init__(self, source: str, tokenizer, *, model=None, adapter: str | None = None,
                  seed: int = 0, max_new_tokens: int = 3072, gpu_memory_utilization: float = 0.35,
@@ -315,7 +316,6 @@ class VLLMEngine(Engine):
         self.scratch = ram_folder("relrl-vllm-", 2 * adapter_bytes(model) * local_world_size())
         self._scratches = [self.scratch]  # all removed on close (see _save_synced)
         self.steps = 0  # scheduler steps run: a stop is honoured within one
-        self.rounds = False  # True: tool turns in rounds, as the HF engine (for comparison)
         self.version, self.lora, self._base = 0, None, False
         self.sleeps = cuda and sleep  # sleep mode is a CUDA feature
         # base_folder (from relrl.models.by_name) saves a built-in model where vLLM can load it.
