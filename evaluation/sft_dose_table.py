@@ -18,7 +18,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from relrl.data.dataset_io import atomic_write_json, atomic_write_text, read_json
+from relrl.data.dataset_io import atomic_write_json, atomic_write_text
 from relrl.evaluation.clustered_stats import compare_groups, group_differences
 from relrl.evaluation.results_io import read_result
 from relrl.runtime.cli import ArgumentParser, UsageError, run_main, seed_list
@@ -66,11 +66,11 @@ def analyse(probe: Path, topics: set[str], doses: list[int]) -> dict:
         pair = read_result(probe / "eval" / f"sft-{dose}.json")
         base, ft = pair["base"]["results"], pair["finetuned"]["results"]
         stats = probe / "sft" / f"sft-{dose}.json"
-        sft = read_json(stats) if stats.is_file() else {}
-        losses = sft.get("losses") or []
+        # loss a token over the first and last 10% of steps, as the redone replication's post hoc
+        sft = posthoc.sft_dose(stats) if stats.is_file() else {}
         out[str(dose)] = {
-            "steps": sft.get("steps"), "examples": sft.get("items"),
-            "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
+            "steps": sft.get("steps"), "examples": sft.get("examples"),
+            "loss_first": sft.get("loss_first"), "loss_last": sft.get("loss_last"),
             "own": side(base, ft, lambda r: r.get("topic") in topics),
             "other": side(base, ft, lambda r: r.get("topic") not in topics),
             "positive_control": None}
@@ -95,7 +95,7 @@ def render(result: dict) -> str:
              f"SFT topics: {', '.join(sorted(result['topics']))}; tool form; every number is "
              f"development seed {seed}. Change: SFT minus base in points over paraphrase groups "
              "(95% cluster-bootstrap interval, exact sign-flip p).", "",
-             "| Dose (steps) | Examples | Loss first -> last | Own topics: base -> SFT | "
+             "| Dose (steps) | Examples | Loss, first -> last 10% of steps | Own topics: base -> SFT | "
              "Own change | Other topics: base -> SFT | Other change | Positive control |",
              "|---|---|---|---|---|---|---|---|"]
     for dose, d in result["doses"].items():

@@ -94,7 +94,7 @@ def test_table_splits_own_and_other_topics_pairs_groups_and_checks_tool_use(tmp_
         {"base": {"results": base}, "finetuned": {"results": ft}}))
     (tmp_path / "sft").mkdir()
     (tmp_path / "sft" / "sft-20.json").write_text(json.dumps(
-        {"steps": 20, "items": 7, "losses": [2.0, 1.0, 0.5]}))
+        {"steps": 20, "items": 7, "losses": [2.0] + [1.0] * 18 + [0.5], "settings": {}}))
     result = table.analyse(tmp_path, {"availability"}, [20])["20"]
     own, other = result["own"], result["other"]
     # groups a (0 -> 1) and b (0.5 -> 1): +0.75 over 2 groups
@@ -102,14 +102,16 @@ def test_table_splits_own_and_other_topics_pairs_groups_and_checks_tool_use(tmp_
     assert own["change"]["questions"] == 3
     assert other["change"]["delta"] == pytest.approx(-0.5)  # c: 1 -> 0, d: 1 -> 1
     assert result["positive_control"] is False  # two groups: the exact test's p is 0.5
-    assert (result["steps"], result["examples"], result["loss_last"]) == (20, 7, 0.5)
+    # loss over the first and last 10% of the 20 steps (2 each)
+    assert (result["steps"], result["examples"]) == (20, 7)
+    assert (result["loss_first"], result["loss_last"]) == (1.5, 0.75)
     assert other["base_use"] == {"samples": 4, "accuracy": 1.0, "call": 1.0, "value": 1.0,
                                  "copied": 1.0, "copied_of_calls": 1.0}
     # c: no call; d: a call answered with an error, its numbers not the question's
     assert other["sft_use"] == {"samples": 4, "accuracy": 0.5, "call": 0.5, "value": 0.0,
                                 "copied": 0.0, "copied_of_calls": 0.0}
     text = table.render({"seed": 100, "topics": ["availability"], "doses": {"20": result}})
-    assert "development seed 100" in text and "| 20 | 7 | 2.000 -> 0.500 |" in text
+    assert "development seed 100" in text and "| 20 | 7 | 1.500 -> 0.750 |" in text
 
 
 def test_a_gain_on_enough_groups_passes_the_positive_control(tmp_path):
