@@ -123,18 +123,27 @@ def test_sigterm_then_resume_at_a_fixed_dose_equals_an_uninterrupted_run(tmp_pat
     assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a)
 
 
-@pytest.mark.parametrize("value, message", [
-    ("0", "--max-steps must be >= 1, got 0"), ("-3", "--max-steps must be >= 1, got -3"),
-    ("many", "--max-steps must be an integer, got 'many'"),
-])
-def test_a_bad_max_steps_exits_2_in_one_line_before_any_work(tmp_path, value, message):
+def test_a_bad_max_steps_exits_2_in_one_line_before_any_work(tmp_path):
     data = dataset(tmp_path)
     out = subprocess.run([sys.executable, str(SCRIPT), "--model", "tiny-random", "--dataset",
                           str(data), "--output-dir", str(tmp_path / "o"), "--folds", "1",
-                          "--train-all", "--max-steps", value],
+                          "--train-all", "--max-steps", "0"],
                          capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert out.returncode == 2
-    assert len(out.stderr.strip().splitlines()) == 1 and message in out.stderr
+    assert out.stderr.strip().splitlines() == [
+        "error: sft_qwen3_kfold.py: argument --max-steps: --max-steps must be >= 1, got 0"]
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("value, message", [
+    ("-3", "--max-steps must be >= 1, got -3"),
+    ("many", "--max-steps must be an integer, got 'many'"),
+])
+def test_other_bad_values_are_refused_by_the_parser(tmp_path, capsys, value, message):
+    with pytest.raises(SystemExit) as exc:
+        train(tmp_path, "o", dataset(tmp_path), "--max-steps", value)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1 and message in err[0]
     assert not (tmp_path / "o").exists()
 
 
