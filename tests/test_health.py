@@ -18,9 +18,9 @@ from relrl.rl.health import KINDS, HealthCheck, Limits, rounds_from_log
 ROOT = Path(__file__).resolve().parents[1]
 # the study's miniature runs (tiny, screened mixed questions); tiny-tool's GRPO runs train on
 # unscreened questions it mostly solves, and are replayed on their own below
-TOOL_LOGS = sorted(ROOT.glob("results/tiny-tool/**/train_log.jsonl"))
-# the GRPO logs results folders keep (gzipped, as demo.py copies them)
-LOGS = sorted(ROOT.glob("results/**/train_log.jsonl.gz"))
+TOOL_LOGS = sorted(ROOT.glob("results/tiny-tool/**/train_log.jsonl.gz"))
+# the GRPO logs results folders keep (gzipped, as demo.py and tool_grpo.sh copy them)
+LOGS = sorted(set(ROOT.glob("results/**/train_log.jsonl.gz")) - set(TOOL_LOGS))
 
 
 def replay(log: Path) -> tuple[HealthCheck, dict[str, float]]:
@@ -60,7 +60,7 @@ def test_tiny_tool_runs_warned_of_zero_signal_groups_and_never_stopped():
         "grpo-seed100", "gspo-seed100", "cispo-seed100", "grpo-seed101"}
     for log in TOOL_LOGS:
         check = HealthCheck()
-        for r in rounds_from_log([json.loads(x) for x in log.read_text().splitlines()]):
+        for r in rounds_from_log([json.loads(x) for x in read_text(log).splitlines()]):
             check.observe(**r)
         stats = json.loads((log.parent / "statistics.json").read_text())
         assert check.stopped is None and stats["stopped_by"] == "max_useful_steps"
