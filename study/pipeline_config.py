@@ -77,7 +77,7 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[Any], str | None]:
 
 MODELS = ("tiny", "tiny-tool")  # the built-in models a pipeline can start from
 SFT_FORMS = ("tool", "prose")
-EVAL_SETS = ("train", "holdout", "ood", "heldout", "retention")  # study.demo_stages.evaluation
+EVAL_SETS = ("train", "holdout", "ood", "heldout", "retention", "reworded")  # study.demo_stages.evaluation
 
 
 def _eval_sets(v: str) -> str | None:
@@ -88,7 +88,7 @@ def _eval_sets(v: str) -> str | None:
     return f"unknown set {', '.join(unknown)} (sets: {', '.join(EVAL_SETS)})" if unknown else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)  # keyword-only: a setting with a default may come first
 class PipelineConfig:
     """Sizes and rates of one demo pipeline. The flag each value becomes is named in its help."""
 
@@ -100,8 +100,10 @@ class PipelineConfig:
                                "--val-frac)", check=_fraction)
     holdout_frac: float = _setting("share of groups held out as test sets (split --holdout-frac)",
                                    check=_fraction)
-    ood_topics: str = _setting("comma-separated topics held out whole as the out-of-distribution "
-                               "set, never trained on (split --ood-topics)", check=_topics)
+    ood_topics: str | None = _setting("comma-separated topics held out whole as the "
+                                      "out-of-distribution set, never trained on (split "
+                                      "--ood-topics); null: ood_families names them",
+                                      default=None, check=_topics)
     # screening and every sampling stage
     screen_samples: int = _setting("samples per question when screening the base model into "
                                    "mixed and non-mixed (screen_v4.py --samples)",
@@ -188,8 +190,27 @@ class PipelineConfig:
         "false: no SFT warm start; stage train runs GRPO exp10 alone (a fresh adapter on the "
         "base) and the evaluation compares it alone with the base", default=True)
     eval_sets: str | None = _setting(
-        "comma-separated sets evaluated and reported (train, holdout, ood, heldout, retention); "
-        "null: every set the other settings make", default=None, check=_eval_sets)
+        "comma-separated sets evaluated and reported (train, holdout, ood, heldout, retention, "
+        "reworded); null: every set the other settings make", default=None, check=_eval_sets)
+    # The third miniature's (issue 46); each default leaves the pipeline as it was
+    ood_families: str | None = _setting(
+        "comma-separated families held out whole as the out-of-distribution set, never trained "
+        "on by SFT or GRPO (split --ood-families), instead of ood_topics: several families of "
+        "several topics, so transfer is not one topic's", default=None, check=_families)
+    exclude_pretraining: bool = _setting(
+        "draw no problem the built-in model was pretrained on (build_dataset.py generate "
+        "--exclude-pretraining MODEL), so no test question is one of its pretraining rows",
+        default=False)
+    reworded_rows: int | None = _setting(
+        "rows of a further test set phrased only in wordings the built-in model never saw in "
+        "pretraining (build_dataset.py generate --wording new), drawn apart from the master "
+        "set and evaluated as set reworded; null: no such set", default=None,
+        check=lambda v: None if v is None or v >= 1 else "must be >= 1 or null")
+    retention_disjoint: bool = _setting(
+        "the retention set leaves out every paraphrase group of the held-out mixed-style set, "
+        "and takes in the out-of-distribution questions the base screened right as often (the "
+        "ood split is screened too), so forgetting is measured apart from the primary set, on "
+        "trained and never-trained families alike", default=False)
 
     def to_yaml(self, header: str = "") -> str:
         """Every setting with its help as a comment; `load` reads it back equal."""
@@ -269,11 +290,19 @@ def _check_combination(path: Path, config: PipelineConfig) -> None:
     if config.model == "tiny-tool" and config.tools != "calculator":
         raise UsageError(f"{path}: model tiny-tool answers through the calculator: set tools: "
                          f"calculator (got {config.tools})")
-    topics = {f.topic for f in select(expand_sets(names(config.families)) or None)}
-    trained = topics - set(names(config.ood_topics))
+    if (config.ood_topics is None) == (config.ood_families is None):
+        raise UsageError(f"{path}: give one of ood_topics and ood_families (the families or "
+                         "topics held out whole), not both or neither")
+    families = select(expand_sets(names(config.families)) or None)
+    held_out = set(expand_sets(names(config.ood_families)))
+    trained = {f.topic for f in families if f.name not in held_out} - set(names(config.ood_topics))
     if not trained:
-        raise UsageError(f"{path}: ood_topics {config.ood_topics} hold out every topic of the "
+        key = "ood_topics" if config.ood_topics else "ood_families"
+        raise UsageError(f"{path}: {key} {getattr(config, key)} hold out every topic of the "
                          "families: nothing is left to train on")
+    if config.retention_disjoint and config.retention_min_score is None:
+        raise UsageError(f"{path}: retention_disjoint needs retention_min_score (the retention "
+                         "set is built from it)")
     if not config.warm_start:
         needs_sft = [k for k in ("sft_topics", "plain_grpo", "matched_arms")
                      if getattr(config, k) not in (None, False)]

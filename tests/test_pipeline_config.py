@@ -28,7 +28,8 @@ REGISTERED = dict(eval_samples=4, val_samples=4, eval_seed_offset=1000, retentio
                   pass_rate_scheme="predictive", informative_by="reward", tools="none")
 # issue 30's settings, at the values that leave a pipeline as it was
 # issue 46's, at the values that leave a pipeline as it was
-ISSUE46_OFF = dict(sft_steps=None)
+ISSUE46_OFF = dict(sft_steps=None, ood_families=None, exclude_pretraining=False, reworded_rows=None,
+                   retention_disjoint=False)
 V2_OFF = dict(model="tiny", families=None, sft_topics=None, sft_form="tool", plain_grpo=False,
               matched_arms=False, retention_samples=None, warm_start=True, eval_sets=None,
               **ISSUE46_OFF)

@@ -3,12 +3,15 @@
   generators/build_dataset.py generate -> <work>/data/master_all.jsonl
   generators/build_dataset.py split    -> <work>/data/{train,val,holdout,ood}.jsonl
 
-No paraphrase straddles two splits; whole topics (the recipe's ood_topics) are held out as the
-out-of-distribution (forgetting) check that SFT and GRPO never train on.
+No paraphrase straddles two splits; whole topics or families (the recipe's ood_topics or
+ood_families) are held out as the out-of-distribution (forgetting) check that SFT and GRPO
+never train on.
 """
 from __future__ import annotations
 
+from relrl.problems.registry import expand_sets
 from study.demo_stages.pipeline import Pipeline
+from study.pipeline_config import names
 
 
 class DataStage(Pipeline):
@@ -22,5 +25,11 @@ class DataStage(Pipeline):
         # out-of-distribution (forgetting) check that SFT and GRPO never train on.
         self.run("split", ["generators/build_dataset.py", "split", d / "master_all.jsonl",
                            "--out-dir", d, "--seed", self.seed, "--val-frac", c.val_frac,
-                           "--holdout-frac", c.holdout_frac, "--ood-topics", c.ood_topics],
+                           "--holdout-frac", c.holdout_frac, *self.held_out()],
                  done=d / "ood.jsonl")
+
+    def held_out(self) -> list:
+        """split's flag for what the recipe holds out whole: topics, or several families."""
+        if self.cfg.ood_families:
+            return ["--ood-families", ",".join(expand_sets(names(self.cfg.ood_families)))]
+        return ["--ood-topics", self.cfg.ood_topics]
