@@ -18,3 +18,11 @@ def test_keeps_questions_screened_at_least_min_score_in_holdout_order():
 def test_refuses_a_holdout_that_was_not_all_screened():
     with pytest.raises(ValueError, match="not screened"):
         select_retention(HOLDOUT, SCREENED[:4], min_score=2)
+
+
+def test_leaves_out_whole_groups_of_the_held_out_mixed_set():
+    # q0 (1 of 4) and q4 (3 of 4) are mixed: their groups g0 and g2 go, q1 with g0 though it
+    # screened right twice; q2 of g1 stays
+    mixed_groups = {r["group"] for r, s in zip(HOLDOUT, SCREENED) if 0 < s["base_score"] < 4}
+    rows = select_retention(HOLDOUT, SCREENED, min_score=2, exclude_groups=mixed_groups)
+    assert mixed_groups == {"g0", "g2"} and [r["id"] for r in rows] == ["q2"]

@@ -10,12 +10,15 @@ than screening used (demo.py's eval_seed_offset).
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Collection, Iterable, Sequence
 
 
-def select_retention(holdout: Sequence[dict], screened: Iterable[dict], min_score: int) -> list[dict]:
+def select_retention(holdout: Sequence[dict], screened: Iterable[dict], min_score: int,
+                     exclude_groups: Collection[str] = frozenset()) -> list[dict]:
     """The holdout rows (in holdout order) whose screening pass count is >= min_score, with
-    base_score and base_samples from the screened rows (screen_v4's mixed and non-mixed)."""
+    base_score and base_samples from the screened rows (screen_v4's mixed and non-mixed),
+    leaving out the paraphrase groups `exclude_groups` (those of the held-out mixed-style set,
+    so that forgetting and the primary gain are measured on different questions)."""
     scores = {str(r["id"]): r for r in screened}
     missing = [r["id"] for r in holdout if str(r["id"]) not in scores]
     if missing:
@@ -23,6 +26,6 @@ def select_retention(holdout: Sequence[dict], screened: Iterable[dict], min_scor
     out = []
     for row in holdout:
         s = scores[str(row["id"])]
-        if int(s["base_score"]) >= min_score:
+        if int(s["base_score"]) >= min_score and str(row["group"]) not in exclude_groups:
             out.append({**row, "base_score": s["base_score"], "base_samples": s["base_samples"]})
     return out

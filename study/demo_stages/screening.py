@@ -4,8 +4,12 @@
                                                   the others SFT, as in the study
   <work>/screen_holdout/{mixed,non_mixed}.jsonl   the holdout: its mixed part is the held-out
                                                   mixed-style test set
+  <work>/screen_ood/{mixed,non_mixed}.jsonl       with retention_disjoint: the ood split
   <work>/data/retention.jsonl                     with retention_min_score: holdout questions
-                                                  the base got right often
+                                                  the base got right often; with
+                                                  retention_disjoint, ood ones too, and no
+                                                  group with a mixed question (the held-out
+                                                  mixed-style set's, or its like in ood)
 
 With --jobs N each set runs as N shards side by side, merged after; merged shards are the
 unsharded result (per-question seeds). screening.json, every completion, is written in the
@@ -35,7 +39,7 @@ class ScreeningStage(Pipeline):
         # Each set in --jobs shards, merged after, so the lanes finish together; merged shards
         # are the unsharded result (per-question seeds).
         shards, merges = [], []
-        for name, source in (("screen_holdout", "holdout.jsonl"), ("screen", "train.jsonl")):
+        for name, source in self.screened_sets():
             out = self.work / name
             out.mkdir(exist_ok=True)
             args = ["evaluation/screen_v4.py", "--dataset", d / source, "--output-dir", out, *common]
@@ -53,6 +57,12 @@ class ScreeningStage(Pipeline):
         if self.cfg.retention_min_score is not None:
             self.retention_set()
 
+    def screened_sets(self) -> list[tuple[str, str]]:
+        """(output folder, split file) of each set screened; the ood split too where the
+        retention set takes in never-trained families."""
+        sets = [("screen_holdout", "holdout.jsonl"), ("screen", "train.jsonl")]
+        return sets + [("screen_ood", "ood.jsonl")] if self.cfg.retention_disjoint else sets
+
     @staticmethod
     def screen_work(dataset: Path, out: Path, index: int, count: int) -> Work:
         """What screen_v4.py's progress file holds when shard `index` of `count` is screened."""
@@ -63,12 +73,20 @@ class ScreeningStage(Pipeline):
 
     def retention_set(self) -> None:
         """data/retention.jsonl: holdout questions the base screened right often
-        (relrl.evaluation.retention)."""
-        d, screened = self.work / "data", self.work / "screen_holdout"
-        rows = select_retention(load_dataset(d / "holdout.jsonl"),
-                                [*load_dataset(screened / "mixed.jsonl"),
-                                 *load_dataset(screened / "non_mixed.jsonl")],
-                                self.cfg.retention_min_score)
+        (relrl.evaluation.retention); with retention_disjoint ood ones too, and no group that
+        has a mixed question."""
+        d, rows = self.work / "data", []
+        splits = [("holdout", "screen_holdout")]
+        if self.cfg.retention_disjoint:
+            splits.append(("ood", "screen_ood"))
+        for split, folder in splits:
+            mixed = load_dataset(self.work / folder / "mixed.jsonl")
+            rows += select_retention(
+                load_dataset(d / f"{split}.jsonl"),
+                [*mixed, *load_dataset(self.work / folder / "non_mixed.jsonl")],
+                self.cfg.retention_min_score,
+                exclude_groups=({str(r["group"]) for r in mixed} if self.cfg.retention_disjoint
+                                else frozenset()))
         if not rows:
             raise SystemExit(f"[demo] retention: no holdout question was screened right "
                              f"{self.cfg.retention_min_score}+ times; the holdout is too small")
