@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from relrl.evaluation.stats import holm
+from study.replication.difference import difference
 from study.replication.groups import comparison
 
 
@@ -35,14 +36,30 @@ def claims(dirs: dict[int, Path], design, filters: dict) -> list[dict]:
             rows.append({"claim": claim.text, "verdict": "not testable here",
                          "why": f"no {claim.stratum} stratum (sft_topics not set)"})
             continue
+        if claim.minus is not None:
+            rows.append(difference_claim(dirs, claim, filters, design))
+            continue
         row = comparison(dirs, claim.set, claim.model, claim.against,
                          keep=filters.get(claim.stratum), alpha=design.secondary_alpha,
                          power=design.target_power)
         rows.append({"claim": claim.text, "stratum": claim.stratum or "all",
                      "direction": claim.direction, **row})
-    tested = [r for r in rows if "pooled" in r]
+    tested = [r for r in rows if "pooled" in r and "minus" not in r]
     for row, adjusted in zip(tested, holm([r["pooled"]["p"] for r in tested])):
         row["pooled"]["p_holm"] = adjusted
         row["verdict"] = verdict(row["pooled"], row["direction"], design.secondary_alpha,
                                  design.min_effect)
     return rows
+
+
+def difference_claim(dirs: dict[int, Path], claim, filters: dict, design) -> dict:
+    """A claim on a difference of changes, tested alone at its own alpha, its interval at
+    1 - alpha, so that "decided" means decided at that level."""
+    c = difference(dirs, claim.set, claim.model, claim.against, filters[claim.stratum],
+                   filters[claim.minus], alpha=claim.alpha, power=design.target_power,
+                   confidence=1 - claim.alpha)
+    pooled = {**c, "p_holm": c["p"]}  # alone: verdict reads p_holm
+    return {"claim": claim.text, "stratum": f"{claim.stratum} minus {claim.minus}",
+            "minus": claim.minus, "direction": claim.direction, "set": claim.set,
+            "model": claim.model, "against": claim.against, "pooled": pooled,
+            "verdict": verdict(pooled, claim.direction, claim.alpha, design.min_effect)}

@@ -20,6 +20,10 @@ class Claim:
     against: str
     stratum: str | None  # a record filter of groups.strata; None: the whole set
     direction: int  # +1 a gain is claimed, -1 a drop, 0 no drop
+    # A difference of changes (study.replication.difference): the change on `stratum` minus
+    # that on `minus`, tested alone at `alpha` instead of Holm-corrected with the others
+    minus: str | None = None
+    alpha: float | None = None
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,8 @@ class Design:
     claims: tuple[Claim, ...] = ()
     min_effect: float = 0.05  # smaller changes are not the study's effects (claims.verdict)
     zero_signal_runs: tuple[str, str] | None = None  # (plain GRPO run, dynamic sampling run)
+    # the widest 95% interval half-width of the gain on never-trained families, a goal
+    transfer_half_width: float | None = None
 
 
 CORE_SECTIONS = ("primary", "secondary", "retention", "guess_baselines", "at_k", "waste",
@@ -108,9 +114,49 @@ REDONE = Design(
 )
 
 
+EXP10 = "GRPO exp10 best"  # GRPO alone, from the same base as SFT
+THIRD = Design(
+    title="Miniature study, third design (seeds {seeds})",
+    primary=FIRST.primary,
+    primary_text=FIRST.primary_text,
+    primary_column=FIRST.primary_column,
+    secondary=(*REDONE.secondary, ("reworded", "SFT warm start", "base"),
+               ("reworded", "GRPO exp7 best", "base"), ("reworded", EXP10, "base")),
+    retention_models=FIRST.retention_models,
+    models=REDONE.models,
+    sampler_runs=FIRST.sampler_runs,
+    grpo_runs=REDONE.grpo_runs,
+    sections=(*CORE_SECTIONS, "third_goals", "target_range", "forgetting", "transfer",
+              "zero_signal", "claims"),
+    guess_sets=(*FIRST.guess_sets, "reworded"),
+    target_range_models=REDONE.target_range_models,
+    topic_strata=True,
+    guess_margin=0.10,
+    goal_source="issue 46",
+    claims=(
+        Claim("SFT alone makes the model forget what it knew", "retention", "SFT warm start",
+              "base", "never_trained", -1, minus="sft_trained", alpha=0.01),
+        Claim("GRPO keeps what the model knew", "retention", EXP10, "base", "never_trained", 0,
+              minus="grpo_trained", alpha=0.01),
+        Claim("The SFT warm start makes GRPO gain more", "heldout", "GRPO exp7 best", EXP10,
+              None, +1),
+        Claim("Dynamic sampling makes GRPO gain more for the same sampling", "heldout",
+              "GRPO exp7 best", PLAIN, None, +1),
+        Claim("GRPO gains on families it never trained on", "ood", EXP10, "base", None, +1),
+        Claim("GRPO's gain holds in wordings the model never saw", "reworded", EXP10, "base",
+              "grpo_trained", +1),
+    ),
+    zero_signal_runs=REDONE.zero_signal_runs,
+    transfer_half_width=0.05,
+)
+
+
 def for_seeds(out: Path, seeds: list[int]) -> Design:
-    """The design these seeds ran, from the first seed's pipeline.yaml: the redone one when
+    """The design these seeds ran, from the first seed's pipeline.yaml: the third when its
+    retention set is apart from the held-out set (retention_disjoint), the redone one when
     plain GRPO ran beside exp7; else (runs older than pipeline.yaml too) the first."""
     settings = out / f"seed-{seeds[0]}" / "pipeline.yaml"
-    redone = settings.is_file() and pipeline_config.load(settings).plain_grpo
-    return REDONE if redone else FIRST
+    cfg = pipeline_config.load(settings) if settings.is_file() else None
+    if cfg is not None and cfg.retention_disjoint:
+        return THIRD
+    return REDONE if cfg is not None and cfg.plain_grpo else FIRST

@@ -55,11 +55,18 @@ def accuracy(dirs: dict[int, Path], set_name: str, model: str) -> dict:
     return {"groups": len(scores), "accuracy": sum(scores) / len(scores)}
 
 
-def strata(topics: set[str] | None) -> dict:
-    """Record filters by name: the target-range halves and, with SFT topics, the topic halves."""
+def strata(topics: set[str] | None, never: set[str] | None = None) -> dict:
+    """Record filters by name: the target-range halves; with SFT topics, the topic halves;
+    with the never-trained families, those families (never_trained), the families GRPO
+    trained on (grpo_trained) and of those the SFT topics' (sft_trained)."""
     out = {"high_range": lambda r: in_high_range(target_value(r)),
            "rest_range": lambda r: not in_high_range(target_value(r))}
     if topics:
         out["sft_topics"] = lambda r: r.get("topic") in topics
         out["other_topics"] = lambda r: r.get("topic") not in topics
+    if never:
+        out["never_trained"] = lambda r: r.get("family") in never
+        out["grpo_trained"] = lambda r: r.get("family") not in never
+        if topics:
+            out["sft_trained"] = lambda r: r.get("topic") in topics and r.get("family") not in never
     return out

@@ -175,8 +175,12 @@ def target_range(design: Design, pooled: dict) -> list[str]:
 def forgetting(design: Design, pooled: dict) -> list[str]:
     if not pooled["forgetting"]:
         return []
-    lines = ["", "### Retention by topic: the SFT warm start's topics and the others", "",
-             "| Topics | Model | Groups | Base | Model | Change (points) | 95% CI | p |",
+    title = ("Retention by family: the SFT warm start's, those GRPO trained on, and those "
+             "never trained on" if "never_trained" in pooled["forgetting"] else
+             "Retention by topic: the SFT warm start's topics and the others")
+    lines = ["", f"### {title}", "",
+             f"| {'Families' if 'never_trained' in pooled['forgetting'] else 'Topics'} | Model | "
+             "Groups | Base | Model | Change (points) | 95% CI | p |",
              "|---|---|---|---|---|---|---|---|"]
     for name, models in pooled["forgetting"].items():
         for model, c in models.items():
@@ -214,9 +218,46 @@ def claims(design: Design, pooled: dict) -> list[str]:
             lines.append(f"| {row['claim']} | - | - | - | - | - | {row['verdict']} ({row['why']}) |")
             continue
         c = row["pooled"]
+        own = f" (alone, at {c['alpha']}; {100 * c['confidence']:.0f}% CI)" if "minus" in row else ""
         lines.append(f"| {row['claim']} | {row['set']} ({row['stratum'].replace('_', ' ')}) | "
                      f"{row['model']} vs {row['against']} | {pts(c['delta'])} | {ci(c)} | "
-                     f"{c['p_holm']:.3g} | {row['verdict']} |")
+                     f"{c['p_holm']:.3g}{own} | {row['verdict']} |")
+    return lines
+
+
+def third_goals(design: Design, pooled: dict) -> list[str]:
+    """The third design's goals (issue 46) and whether these seeds meet them."""
+    g = pooled["third_goals"]
+    mark = lambda met: "**met**" if met else "**not met**"
+    lines = ["", "## The third design's goals", "",
+             f"Goals ({design.goal_source}): each forgetting claim decided at its alpha with "
+             f"{100 * design.target_power:.0f}% power for a {100 * design.min_effect:.0f}-point "
+             "difference; the gain on never-trained families within "
+             f"+-{100 * design.transfer_half_width:.0f} points (95%); every GRPO arm at least "
+             f"{100 * design.guess_margin:.0f} points above the best guess on every set but the "
+             "never-trained families.", ""]
+    for claim, f in g["forgetting"].items():
+        lines.append(f"- {claim}: {f['verdict']}, smallest detectable difference "
+                     f"{100 * f['mdd']:.1f} points: {mark(f['met'])}.")
+    t, m = g["transfer"], g["guess_margin"]
+    lines.append(f"- {t['model']} on the never-trained families: 95% interval +-"
+                 f"{100 * t['half_width']:.1f} points: {mark(t['met'])}.")
+    lowest = "-" if m["lowest_grpo_margin"] is None else pts(m["lowest_grpo_margin"])
+    ood = ", ".join(f"{k} {pts(v)}" for k, v in (m["ood"] or {}).items()) or "-"
+    lines.append(f"- The lowest GRPO margin over the best guess: {lowest} points: "
+                 f"{mark(m['met'])} (never-trained families, reported: {ood}).")
+    return lines
+
+
+def transfer(design: Design, pooled: dict) -> list[str]:
+    lines = ["", "### Transfer: never-trained families and wordings never seen", "",
+             "| Set (stratum) | Model | Groups | Base | Model | Delta (points) | 95% CI | "
+             "Half-width | p |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, models in pooled["transfer"].items():
+        for model, c in models.items():
+            lines.append(f"| {name} | {model} | {c['groups']} | {pct(c['base_accuracy'])} | "
+                         f"{pct(c['ft_accuracy'])} | {pts(c['delta'])} | {ci(c)} | "
+                         f"{100 * c['half_width']:.1f} | {c['p']:.3g} |")
     return lines
 
 
@@ -226,7 +267,7 @@ SECTIONS = {
     "at_k": lambda design, pooled: at_k_table(pooled.get("at_k") or {}),
     "waste": waste, "best_steps": best_steps, "run_time": run_time, "additions": additions,
     "target_range": target_range, "forgetting": forgetting, "zero_signal": zero_signal,
-    "claims": claims,
+    "claims": claims, "third_goals": third_goals, "transfer": transfer,
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from relrl.evaluation.results_io import read_result
+from relrl.problems.registry import FAMILIES, expand_sets
 from study import pipeline_config
 
 
@@ -47,3 +48,17 @@ def sft_topics(dirs: dict[int, Path]) -> set[str] | None:
         raise ValueError(f"the seeds' pipeline.yaml name different sft_topics: {found}")
     value = next(iter(found.values()))
     return None if value is None else set(pipeline_config.names(value))
+
+
+def never_trained(dirs: dict[int, Path]) -> set[str]:
+    """The families held out whole (ood_families, or every family of ood_topics), never trained
+    on by SFT or GRPO, which every seed's pipeline.yaml must agree on."""
+    found = {}
+    for seed, d in dirs.items():
+        cfg = pipeline_config.load(d / "pipeline.yaml")
+        topics = set(pipeline_config.names(cfg.ood_topics))
+        found[seed] = frozenset(expand_sets(pipeline_config.names(cfg.ood_families))) | \
+            frozenset(name for name, family in FAMILIES.items() if family.topic in topics)
+    if len(set(found.values())) != 1:
+        raise ValueError(f"the seeds' pipeline.yaml hold out different families: {found}")
+    return set(next(iter(found.values())))
