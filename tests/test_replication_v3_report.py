@@ -37,11 +37,11 @@ FAMILIES = {"retention": (SFT_FAMILY, GRPO_FAMILY, NEVER_FAMILY), "heldout": (SF
 
 
 def records(seed, set_name, model):
-    # four groups of each family, one question a group
+    # eight groups of each family, one question a group
     return [{"id": f"s{seed}-{set_name}-{family}-{i}", "group": f"s{seed}-{family}-{i}",
              "target": TARGET[family], "family": family, "topic": TOPIC[family],
              "question": "Which?", "target_kind": "value", "samples": 4, "pass_count": passes(set_name, model, family)}
-            for family, i in product(FAMILIES[set_name], range(4))]
+            for family, i in product(FAMILIES[set_name], range(8))]
 
 
 SETTINGS = replace(demo.recipe("fast"), model="tiny-tool", tools="calculator",
@@ -77,15 +77,17 @@ def pooled(tmp_path):
 def test_forgetting_is_the_never_trained_change_minus_the_trained(pooled):
     claims = {c["claim"]: c for c in pooled["claims"]}
     sft = claims["SFT alone makes the model forget what it knew"]["pooled"]
-    # never-trained groups -1 (8 of them), SFT-trained ones 0: a difference of -100 points;
-    # the permutation p: 1 relabelling in C(8,4)^2 = 4900 is as extreme (Monte Carlo)
-    assert (sft["never_change"], sft["trained_change"], sft["delta"]) == (-1.0, 0.0, -1.0)
-    assert (sft["never_groups"], sft["trained_groups"]) == (8, 8)
+    # SFT did not train on the GRPO family (change 0) nor the never-trained one (-1): -50
+    # points there, 0 on its own: a difference of -50 points. Permutation p: as extreme only
+    # when relabelling puts no -1 group among the "trained" 8 of a seed's 24, at both seeds
+    # (C(16,8) / C(24,8))^2 = 3.1e-4, or 6 or more of the 16 -1 groups there (rarer still)
+    assert (sft["never_change"], sft["trained_change"], sft["delta"]) == (-0.5, 0.0, -0.5)
+    assert (sft["never_groups"], sft["trained_groups"]) == (32, 16)
     assert sft["p"] < 0.002 and sft["confidence"] == 0.99
     assert claims["SFT alone makes the model forget what it knew"]["verdict"] == "reproduced"
     grpo = claims["GRPO keeps what the model knew"]
     # exp10 trained on the SFT and GRPO families (16 groups), changed nothing anywhere
-    assert grpo["pooled"]["trained_groups"] == 16 and grpo["pooled"]["delta"] == 0
+    assert grpo["pooled"]["trained_groups"] == 32 and grpo["pooled"]["delta"] == 0
     assert grpo["verdict"] == "reproduced"
     assert pooled["forgetting"]["never_trained"]["SFT warm start"]["delta"] == -1.0
     assert pooled["forgetting"]["sft_trained"]["SFT warm start"]["delta"] == 0
@@ -95,9 +97,16 @@ def test_transfer_and_the_goals(pooled):
     ood = pooled["transfer"]["ood"][EXP10]
     assert ood["delta"] == pytest.approx(0.5) and ood["half_width"] == 0
     assert set(pooled["transfer"]) == {"ood", "reworded (grpo trained)", "reworded (never trained)"}
-    assert pooled["transfer"]["reworded (never trained)"][EXP10]["groups"] == 8
+    assert pooled["transfer"]["reworded (never trained)"][EXP10]["groups"] == 16
     goals = pooled["third_goals"]
-    assert goals["transfer"]["met"] and all(f["met"] for f in goals["forgetting"].values())
+    assert goals["transfer"]["met"]
+    # SFT's difference is decided, but its untrained groups differ (0 and -1, sd 0.51 over 32):
+    # se = sqrt((8 / 31) / 32) = 0.0898, so a test at 0.01 detects (2.576 + 0.842) se = 30.7
+    # points with 80% power: not the 5 asked. GRPO's groups all changed by 0.
+    forgetting = goals["forgetting"]
+    sft = forgetting["SFT alone makes the model forget what it knew"]
+    assert sft["mdd"] == pytest.approx(0.3069, abs=1e-4) and not sft["met"]
+    assert forgetting["GRPO keeps what the model knew"]["met"]
     # the constant guess (0.95) hits the held-out 0.95 targets, half the groups, where exp10
     # stands at 25%: its margin there, -25 points, is the lowest, and the goal is not met
     assert pooled["guess_baselines"]["heldout"]["accuracy"]["constant"] == pytest.approx(0.5)
@@ -105,13 +114,17 @@ def test_transfer_and_the_goals(pooled):
     assert not goals["guess_margin"]["met"]
     claims = {c["claim"]: c for c in pooled["claims"]}
     assert claims["GRPO gains on families it never trained on"]["verdict"] == "reproduced"
+    # SFT changed nothing on the held-out questions of its own topics: the positive control
+    # fails (its interval rules out +5 points)
+    control = claims["The SFT warm start improves its own topics (the positive control)"]
+    assert control["pooled"]["delta"] == 0 and control["verdict"] == "refuted"
 
 
 def test_the_report_states_the_goals_and_the_difference_claims(pooled):
     report = sections.build_report(THIRD, pooled)
     assert report.startswith("# Miniature study, third design (seeds 100, 101)")
     assert "## The third design's goals" in report
-    assert "| SFT alone makes the model forget what it knew | retention (never trained minus " \
-           "sft trained) | SFT warm start vs base | -100.0 |" in report
+    assert "| SFT alone makes the model forget what it knew | retention (sft untrained minus " \
+           "sft trained) | SFT warm start vs base | -50.0 |" in report
     assert "(alone, at 0.01; 99% CI) | reproduced |" in report
-    assert f"| ood | {EXP10} | 8 | 25.0% | 75.0% | +50.0 | [+50.0, +50.0] | 0.0 |" in report
+    assert f"| ood | {EXP10} | 16 | 25.0% | 75.0% | +50.0 | [+50.0, +50.0] | 0.0 |" in report

@@ -134,8 +134,10 @@ THIRD = Design(
     guess_margin=0.10,
     goal_source="issue 46",
     claims=(
+        Claim("The SFT warm start improves its own topics (the positive control)", "heldout",
+              "SFT warm start", "base", "sft_trained", +1),
         Claim("SFT alone makes the model forget what it knew", "retention", "SFT warm start",
-              "base", "never_trained", -1, minus="sft_trained", alpha=0.01),
+              "base", "sft_untrained", -1, minus="sft_trained", alpha=0.01),
         Claim("GRPO keeps what the model knew", "retention", EXP10, "base", "never_trained", 0,
               minus="grpo_trained", alpha=0.01),
         Claim("The SFT warm start makes GRPO gain more", "heldout", "GRPO exp7 best", EXP10,

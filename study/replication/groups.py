@@ -58,7 +58,8 @@ def accuracy(dirs: dict[int, Path], set_name: str, model: str) -> dict:
 def strata(topics: set[str] | None, never: set[str] | None = None) -> dict:
     """Record filters by name: the target-range halves; with SFT topics, the topic halves;
     with the never-trained families, those families (never_trained), the families GRPO
-    trained on (grpo_trained) and of those the SFT topics' (sft_trained)."""
+    trained on (grpo_trained), of those the SFT topics' (sft_trained), and every family SFT
+    did not train on (sft_untrained: the other trained families and the never-trained)."""
     out = {"high_range": lambda r: in_high_range(target_value(r)),
            "rest_range": lambda r: not in_high_range(target_value(r))}
     if topics:
@@ -69,4 +70,5 @@ def strata(topics: set[str] | None, never: set[str] | None = None) -> dict:
         out["grpo_trained"] = lambda r: r.get("family") not in never
         if topics:
             out["sft_trained"] = lambda r: r.get("topic") in topics and r.get("family") not in never
+            out["sft_untrained"] = lambda r: not out["sft_trained"](r)
     return out

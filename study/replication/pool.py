@@ -48,7 +48,8 @@ def pooled_results(design: Design, root: Path, seeds: list[int]) -> dict:
             for model in design.target_range_models}
     if design.topic_strata:
         # the third design's retention set holds never-trained families too: by family class
-        names = ("sft_trained", "grpo_trained", "never_trained") if "never_trained" in filters \
+        names = ("sft_trained", "sft_untrained", "grpo_trained", "never_trained") \
+            if "never_trained" in filters \
             else ("sft_topics", "other_topics")
         pooled["forgetting"] = {
             name: {model: compare("retention", model, "base", filters[name])["pooled"]
