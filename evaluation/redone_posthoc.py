@@ -7,7 +7,9 @@ and how many of plain GRPO's updates carried no signal, from the committed files
               accuracy, the share of samples that call the calculator, and of the calls that
               assign numbers (`x1 = 4100; ...`), the share whose numbers all appear in the
               question, and the accuracy of those: a model that calls the calculator fails by
-              miscopying a number or by writing the wrong formula
+              miscopying a number or by writing the wrong formula (study.replication.mechanism's
+              tool_use, which the pooled report's mechanism section shares; samples and
+              tool_use stay importable here for evaluation/sft_dose_table.py)
   plain GRPO  its updates whose group had no reward spread, counted in its train_log (the
               pooled report counts waste over every generated group, the surplus that batch
               generation drew and did not train on included)
@@ -18,16 +20,14 @@ Seeds are found as seed-N/ (confirmatory) and development/seed-N/ (development).
 
   python evaluation/redone_posthoc.py     # writes results/demo-replication-v2/posthoc/
 """
-import re
 import sys
 from pathlib import Path
 
 from relrl.data.dataset_io import atomic_write_json, atomic_write_text, read_json, read_records
 from relrl.evaluation.results_io import read_result
 from relrl.runtime.cli import ArgumentParser, UsageError, run_main, seed_list
-from relrl.tools.protocol import tool_call_bodies
-from relrl.untrusted import UntrustedInputError, loads_json
 from study.demo_report import slug
+from study.replication.mechanism import percent, samples, tool_use  # noqa: F401 (sft_dose_table)
 from study.replication.seed_files import records
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,9 +35,6 @@ SETS = ("retention", "heldout")
 ARMS = ("base", "SFT warm start", "GRPO exp7 best", "GRPO exp10 best", "GRPO exp7 plain best")
 EDGE = 0.10  # share of SFT steps averaged at each end of its loss curve
 DOSE = Path("posthoc") / "sft-dose"  # posthoc/sft_dose.sh's SFT variants on seed 22's data
-_ASSIGNED = re.compile(r"[A-Za-z_]\w* = (-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)")
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
-_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3})")
 
 
 def parse_args(argv=None):
@@ -80,43 +77,6 @@ def sft_dose(stats_path: Path) -> dict:
             "loss_first": sum(losses[:edge]) / edge, "loss_last": sum(losses[-edge:]) / edge}
 
 
-def samples(record: dict) -> list[dict]:
-    """Every sample of a question's record (K > 1 keeps them under `completions`)."""
-    return record.get("completions") or [record]
-
-
-def first_call_numbers(transcript: str) -> list[str] | None:
-    """The numbers the first calculator call assigns to names; None without such a call."""
-    for body in tool_call_bodies(transcript):
-        try:
-            expression = loads_json(body, "tool call")["arguments"]["expression"]
-        except (UntrustedInputError, KeyError, TypeError):
-            return None
-        return _ASSIGNED.findall(expression) if isinstance(expression, str) else None
-    return None
-
-
-def tool_use(recs: list[dict]) -> dict:
-    n = correct = calls = assigning = copied = right_when_copied = 0
-    for record in recs:
-        in_question = {float(x) for x in _NUMBER.findall(_THOUSANDS.sub("", record["question"]))}
-        for sample in samples(record):
-            n += 1
-            correct += bool(sample["correct"])
-            transcript = sample.get("transcript") or ""
-            calls += bool(tool_call_bodies(transcript))
-            numbers = first_call_numbers(transcript)
-            if numbers:
-                assigning += 1
-                if all(float(x) in in_question for x in numbers):
-                    copied += 1
-                    right_when_copied += bool(sample["correct"])
-    return {"samples": n, "accuracy": correct / n if n else None,
-            "calls": calls / n if n else None, "calls_assigning": assigning,
-            "copied": copied / assigning if assigning else None,
-            "correct_when_copied": right_when_copied / copied if copied else None}
-
-
 def plain_updates(folder: Path) -> dict | None:
     run = folder / "grpo_exp7_plain"
     log = run / "train_log.jsonl.gz"
@@ -149,10 +109,6 @@ def analyse(root: Path, found: dict[int, tuple[Path, Path]]) -> dict:
     return {"kind": "redone_posthoc", "post_hoc": True, "seeds": seeds, "sft_dose_check": dose}
 
 
-def _pct(x) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
-
 def render(result: dict) -> str:
     seeds = result["seeds"]
     lines = ["# Redone replication, post hoc: SFT dose, tool use, plain GRPO's flat updates", "",
@@ -177,7 +133,7 @@ def render(result: dict) -> str:
             for arm in ARMS:
                 u = s["tool_use"].get(set_name, {}).get(arm)
                 cells.append("-" if u is None else
-                             " / ".join(_pct(u[k]) for k in ("accuracy", "calls", "copied",
+                             " / ".join(percent(u[k]) for k in ("accuracy", "calls", "copied",
                                                               "correct_when_copied")))
             lines.append(f"| {seed} | " + " | ".join(cells) + " |")
     if result["sft_dose_check"]:
@@ -191,7 +147,7 @@ def render(result: dict) -> str:
             d, u = v["sft"], v["retention"]
             lines.append(f"| {name} | {d['examples']} | {d['epochs']} | {d['steps']} | "
                          f"{d['loss_last']:.2f} | " + " / ".join(
-                             _pct(u[k]) for k in ("accuracy", "calls", "copied", "correct_when_copied"))
+                             percent(u[k]) for k in ("accuracy", "calls", "copied", "correct_when_copied"))
                          + " |")
     lines += ["", "## Plain GRPO: updates without signal", "",
               "| Seed | Updates | Without signal (train_log) | Share | Generated | Without signal "
@@ -200,7 +156,7 @@ def render(result: dict) -> str:
         p = s["plain_grpo"]
         if p:
             lines.append(f"| {seed} | {p['updates']} | {p['updates_without_signal']} | "
-                         f"{_pct(p['share'])} | {p['generated']} | {p['generated_without_signal']} |")
+                         f"{percent(p['share'])} | {p['generated']} | {p['generated_without_signal']} |")
     return "\n".join(lines) + "\n"
 
 
