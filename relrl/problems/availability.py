@@ -176,6 +176,19 @@ SERIES_AVAILABILITY = Family(
                                for m, r in zip(p["mtbf"], p["mttr"]))
                    + " respectively, assuming independent repairs."),
     ),
+    new_phrasings=(
+        lambda p: ("Every one of these machines must be running for the plant to produce: "
+                   + "; ".join(f"the {u}, which fails on average every {txt(m)} h and takes "
+                               f"{txt(r)} h to fix" for u, m, r
+                               in zip(p["_units"], p["mtbf"], p["mttr"]))
+                   + ". Repairs proceed independently. What long-run fraction of the time is "
+                     "the plant producing?"),
+        lambda p: (f"For a string of {len(p['mtbf'])} independently maintained units that all "
+                   "have to be up, with mean up times of " + ", ".join(
+                       txt(m) for m in p["mtbf"]) + " hours and mean down times of "
+                   + ", ".join(txt(r) for r in p["mttr"]) + " hours (listed unit by unit), "
+                   "what is the steady-state probability that the string is up?"),
+    ),
 )
 
 

@@ -2,14 +2,15 @@
 
 A family draws realistic parameters, solves them (value + short worked steps), phrases the
 question at least three ways with the same answer, and recomputes the answer another way
-(simulation, integration, enumeration, root finding) for the tests.
+(simulation, integration, enumeration, root finding) for the tests. Some families also have
+new wordings, kept apart from the usual ones (Family.new_phrasings).
 """
 from __future__ import annotations
 
 import itertools
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -65,6 +66,10 @@ class Family:
     # of the base phrasing as it states them (num, num_pct); None where the answer needs
     # iteration, root finding or a long enumeration
     expression: Callable[[dict], str] | None = None
+    # further wordings of the same question, kept out of `phrasings` and so out of every row
+    # generated in the usual wording, the built-in models' pretraining included: a test set in
+    # them asks whether a model learnt the problem or its wording (generate --wording new)
+    new_phrasings: tuple[Callable[[dict], str], ...] = ()
 
     @property
     def target_kind(self) -> str:
@@ -94,6 +99,14 @@ class Family:
         expression = self.expression(params) if self.expression else None
         return Problem(self.name, self.topic, self.difficulty, params, value, answer,
                        questions, reasoning, expression)
+
+    def new_questions(self, params: dict) -> tuple[str, ...]:
+        """The problem with these parameters in the new wordings (new_phrasings)."""
+        return tuple(phrase(params) for phrase in self.new_phrasings)
+
+    def reworded(self, problem: Problem) -> Problem:
+        """`problem` asked in the new wordings only: the same answer, solution and expression."""
+        return replace(problem, questions=self.new_questions(problem.params))
 
 
 PROB = (1e-3, 0.9995)  # bounds for probability answers: not trivially 0 or 1 at 4 figures

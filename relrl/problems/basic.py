@@ -78,6 +78,18 @@ EMPIRICAL = Family(
                               for i, k in enumerate(p["counts"]))
                    + f" Estimate the fraction that survives {p['j'] * p['dt']} hours."),
     ),
+    new_phrasings=(
+        lambda p: (f"We put {p['n0']} {p['_item']}s into service on the same day and logged "
+                   f"the losses for each {p['dt']}-hour period: "
+                   + ", ".join(f"period {i + 1} lost {k}" for i, k in enumerate(p["counts"]))
+                   + f". What proportion of the original {p['_item']}s is still running after "
+                     f"{p['j'] * p['dt']} hours?"),
+        lambda p: (f"Out of {p['n0']} {p['_item']}s on a life test, "
+                   + "; ".join(f"{k} broke down between hour {i * p['dt']} and hour "
+                               f"{(i + 1) * p['dt']}" for i, k in enumerate(p["counts"]))
+                   + f". From these counts alone, how likely is a {p['_item']} to last beyond "
+                     f"{p['j'] * p['dt']} hours?"),
+    ),
     check=_check_empirical,
 )
 
@@ -128,6 +140,17 @@ HAZARD_COUNTS = Family(
                               for i, k in enumerate(p["counts"]))
                    + f" What is the empirical hazard rate, per hour, in the "
                      f"{ORDINALS[p['j'] - 1]} interval?"),
+    ),
+    new_phrasings=(
+        lambda p: (f"Failure log of {p['n0']} {p['_item']}s that all entered service together, "
+                   f"one entry per {p['dt']}-hour period: "
+                   + " / ".join(f"period {i + 1}, {k} lost" for i, k in enumerate(p["counts"]))
+                   + f". Among the units still working when period {p['j']} began, at what rate "
+                     f"per unit-hour did failures occur during that period?"),
+        lambda p: (f"How fast, in failures per unit-hour, were the surviving {p['_item']}s "
+                   f"failing from hour {(p['j'] - 1) * p['dt']} to hour {p['j'] * p['dt']}? The "
+                   f"population started at {p['n0']} units, and the failure counts for each "
+                   f"{p['dt']}-hour block were, in order, {' then '.join(map(str, p['counts']))}."),
     ),
     check=_check_hazard,
 )

@@ -85,6 +85,17 @@ GP_MEAN = Family(
                    f"{p['_item']}s. Using the conjugate prior Gamma(alpha = {txt(p['a'])}, "
                    f"beta = {txt(p['b'])} h), compute E[lambda | data] in failures per hour."),
     ),
+    new_phrasings=(
+        lambda p: (f"Before any field data, engineers judged the {p['_item']}'s failure rate to "
+                   f"be gamma distributed with shape {txt(p['a'])} and rate {txt(p['b'])} "
+                   f"hours. A further {txt(p['T'])} operating hours then produced {p['r']} "
+                   f"failures. Update that belief and report the expected failure rate per "
+                   f"hour."),
+        lambda p: (f"Combine a conjugate gamma prior on the {p['_item']} failure rate (shape "
+                   f"{txt(p['a'])}, rate {txt(p['b'], True)} h) with {p['r']} failures seen over "
+                   f"{txt(p['T'], True)} h of exposure. What is the expected failure rate per "
+                   f"hour afterwards?"),
+    ),
 )
 
 

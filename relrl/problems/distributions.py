@@ -161,6 +161,15 @@ WEIBULL_RELIABILITY = Family(
                    f"{p['_unit']} and beta = {p['beta']}. Compute R(t) for t = {txt(p['t'])} "
                    f"{p['_unit']}."),
     ),
+    new_phrasings=(
+        lambda p: (f"Field failures of the {p['_item']} are well described by a Weibull model "
+                   f"whose shape is {p['beta']} and whose scale is {txt(p['eta'])} "
+                   f"{p['_unit']}. How likely is a new {p['_item']} to reach {txt(p['t'])} "
+                   f"{p['_unit']} without failing?"),
+        lambda p: (f"What share of {p['_item']}s should still be working at {txt(p['t'])} "
+                   f"{p['_unit']}, given Weibull lifetimes with a scale of {txt(p['eta'])} "
+                   f"{p['_unit']} and a shape of {p['beta']}?"),
+    ),
     check=lambda p, rng: mc_fraction(_weibull_sample(p, rng) > p["t"]),
 )
 
@@ -332,6 +341,14 @@ WEIBULL_MTTF = Family(
         lambda p: (f"Weibull fit for a {p['_item']}: scale {txt(p['eta'], True)} "
                    f"{p['_unit']}, shape {p['beta']}. Find the MTTF ({p['_unit']})."),
     ),
+    new_phrasings=(
+        lambda p: (f"The time to failure of a {p['_item']} obeys a Weibull law (shape factor "
+                   f"{p['beta']}, scale {txt(p['eta'])} {p['_unit']}). On average, how many "
+                   f"{p['_unit']} does one last before it fails?"),
+        lambda p: (f"Estimate the average life of a population of {p['_item']}s whose failure "
+                   f"data follow a Weibull distribution with β = {p['beta']} and η = "
+                   f"{txt(p['eta'])} {p['_unit']}; give it in {p['_unit']}."),
+    ),
     check=lambda p, rng: exact(integrate_tail(
         lambda t: math.exp(-((t / p["eta"]) ** p["beta"])), 0.0, p["eta"]),
         "integrate R(t) numerically"),
@@ -486,6 +503,15 @@ NORMAL = Family(
         lambda p: (f"Life of a {p['_item']} ~ N(mean = {txt(p['mu'])} h, sd = "
                    f"{txt(p['sigma'])} h). Compute R({txt(p['t'])} h)."),
     ),
+    new_phrasings=(
+        lambda p: (f"Wear-out of {p['_item']}s is modelled as Gaussian, centred on "
+                   f"{txt(p['mu'])} hours with a spread (one standard deviation) of "
+                   f"{txt(p['sigma'])} hours. What is the chance that one is still serviceable "
+                   f"after {txt(p['t'])} hours?"),
+        lambda p: (f"If {p['_item']} lifetimes average {txt(p['mu'])} h, scatter with a standard "
+                   f"deviation of {txt(p['sigma'])} h and follow a bell curve, what proportion "
+                   f"is expected to outlive {txt(p['t'])} h?"),
+    ),
     check=lambda p, rng: mc_fraction(rng.normal(p["mu"], p["sigma"], MC_N) > p["t"]),
 )
 
@@ -525,6 +551,15 @@ LOGNORMAL = Family(
                    f"R({txt(p['t'], True)} h)?"),
         lambda p: (f"Lognormal life model for a {p['_item']}: sigma = {p['s']}, T50 = "
                    f"{txt(p['t50'])} h. Compute the probability of surviving {txt(p['t'])} h."),
+    ),
+    new_phrasings=(
+        lambda p: (f"The median time to failure of a {p['_item']} is {txt(p['t50'])} hours, and "
+                   f"the logarithm of its life is normally distributed with a standard deviation "
+                   f"of {p['s']}. Estimate the probability that it is still working at "
+                   f"{txt(p['t'])} hours."),
+        lambda p: (f"What is the survival probability at {txt(p['t'])} h for {p['_item']}s whose "
+                   f"lives are lognormal, with a median life of {txt(p['t50'])} h and a "
+                   f"log-scale spread of {p['s']}?"),
     ),
     check=lambda p, rng: mc_fraction(
         rng.lognormal(math.log(p["t50"]), p["s"], MC_N) > p["t"]),
@@ -573,6 +608,16 @@ ERLANG = Family(
                    f"{p['k'] - 1} in cold standby with perfect switching. Each has an exponential "
                    f"life with MTTF {txt(p['theta'])} h. Find the system reliability for "
                    f"{txt(p['t'])} h."),
+    ),
+    new_phrasings=(
+        lambda p: (f"A {p['_item']} can absorb {p['k'] - 1} damaging events but fails on event "
+                   f"number {p['k']}; the events arrive at random (Poisson) with an average "
+                   f"spacing of {txt(p['theta'])} hours. What is the probability that it is "
+                   f"still working after {txt(p['t'])} hours?"),
+        lambda p: (f"Spares policy: a {p['_item']} is swapped for a new one each time it fails, "
+                   f"lives being exponential with a mean of {txt(p['theta'])} hours, and "
+                   f"{p['k'] - 1} spares are on hand, so {p['k']} units in all. How likely is "
+                   f"the supply to last at least {txt(p['t'])} hours?"),
     ),
     check=lambda p, rng: mc_fraction(
         rng.exponential(p["theta"], (MC_N, p["k"])).sum(axis=1) > p["t"]),

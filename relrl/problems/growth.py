@@ -66,6 +66,17 @@ DUANE = Family(
                    f"{txt(p['mc1'])} hours, and the Duane plot slope is {p['alpha']}. Find the "
                    f"instantaneous MTBF at the end of the test."),
     ),
+    new_phrasings=(
+        lambda p: (f"Test-analyse-and-fix on a {p['_sys']} has so far logged {txt(p['t1'])} "
+                   f"hours, over which the average time between failures came to "
+                   f"{txt(p['mc1'])} hours. Assuming Duane growth with exponent {p['alpha']}, "
+                   f"estimate the instantaneous mean time between failures once the test clock "
+                   f"reaches {txt(p['t2'])} hours."),
+        lambda p: (f"Growth tracking for a {p['_sys']}: accumulated test time {txt(p['t1'])} h, "
+                   f"cumulative mean time between failures {txt(p['mc1'])} h, Duane slope "
+                   f"{p['alpha']}. If the trend holds, what will the point (instantaneous) "
+                   f"mean time between failures be after {txt(p['t2'], True)} h in total?"),
+    ),
 )
 
 
@@ -176,6 +187,16 @@ CROW_EXPECTED = Family(
                    f"beta = {p['beta']} and lambda = {txt(p['lam'])}, t in hours. Find the "
                    f"expected failures from t = {txt(p['t1'], True)} h to t = "
                    f"{txt(p['t2'], True)} h."),
+    ),
+    new_phrasings=(
+        lambda p: (f"For a {p['_sys']} in reliability growth testing, the cumulative number of "
+                   f"failures by time t (in hours) is modelled as {txt(p['lam'])} × "
+                   f"t^{p['beta']}. How many failures should be expected from hour "
+                   f"{txt(p['t1'])} to hour {txt(p['t2'])} of the test?"),
+        lambda p: (f"Using a Crow-AMSAA model with scale {txt(p['lam'])} and shape {p['beta']}, "
+                   f"time in hours, estimate how many {p['_sys']} failures will occur after the "
+                   f"test has passed {txt(p['t1'], True)} hours and before it reaches "
+                   f"{txt(p['t2'], True)} hours."),
     ),
     check=lambda p, rng: exact(integrate.quad(
         lambda t: p["lam"] * p["beta"] * t ** (p["beta"] - 1), p["t1"], p["t2"],

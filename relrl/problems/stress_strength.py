@@ -67,6 +67,17 @@ NORMAL_NORMAL = Family(
                    f"{txt(p['mS'])} {p['_unit']} (sd {txt(p['sS'])}). Compute the reliability of "
                    f"the {p['_part']}."),
     ),
+    new_phrasings=(
+        lambda p: (f"A {p['_part']} must carry a Gaussian load averaging {txt(p['ms'])} "
+                   f"{p['_unit']} with a standard deviation of {txt(p['ss'])} {p['_unit']}; its "
+                   f"capacity is also Gaussian, averaging {txt(p['mS'])} {p['_unit']} with a "
+                   f"standard deviation of {txt(p['sS'])} {p['_unit']}. What is the probability "
+                   f"that the {p['_part']} holds?"),
+        lambda p: (f"How likely is it that the strength of a {p['_part']} exceeds the load put "
+                   f"on it, if strength is Gaussian (average {txt(p['mS'])}, spread "
+                   f"{txt(p['sS'])}) and load is Gaussian (average {txt(p['ms'])}, spread "
+                   f"{txt(p['ss'])}), all in {p['_unit']}?"),
+    ),
     check=lambda p, rng: mc_fraction(
         rng.normal(p["mS"], p["sS"], MC_N) > rng.normal(p["ms"], p["ss"], MC_N)),
 )
@@ -106,6 +117,16 @@ EXP_EXP = Family(
         lambda p: (f"Compute P(strength > stress) for a {p['_part']} when the stress rate "
                    f"parameter is 1/{txt(p['ms'])} per {p['_unit']} and the strength rate "
                    f"parameter is 1/{txt(p['mS'])} per {p['_unit']} (both exponential)."),
+    ),
+    new_phrasings=(
+        lambda p: (f"Both the load on a {p['_part']} and its strength are exponential random "
+                   f"variables: the load averages {txt(p['ms'])} {p['_unit']} and the strength "
+                   f"averages {txt(p['mS'])} {p['_unit']}. Determine the probability that the "
+                   f"strength is the larger of the two."),
+        lambda p: (f"What is the chance that a {p['_part']} withstands a single applied load "
+                   f"when the load has an exponential distribution with an average of "
+                   f"{txt(p['ms'])} {p['_unit']} and the part's strength has one with an average "
+                   f"of {txt(p['mS'])} {p['_unit']}?"),
     ),
     check=lambda p, rng: mc_fraction(
         rng.exponential(p["mS"], MC_N) > rng.exponential(p["ms"], MC_N)),
@@ -212,6 +233,18 @@ LOGNORMAL_LOGNORMAL = Family(
         lambda p: (f"For a {p['_part']}, ln(strength) ~ N(ln {txt(p['mS'])}, {txt(p['sS'])}^2) and "
                    f"ln(stress) ~ N(ln {txt(p['ms'])}, {txt(p['ss'])}^2), stresses in "
                    f"{p['_unit']}. What is P(strength > stress)?"),
+    ),
+    new_phrasings=(
+        lambda p: (f"The load and the resistance of a {p['_part']} are both lognormally "
+                   f"distributed. Load: median {txt(p['ms'])} {p['_unit']}, logarithmic standard "
+                   f"deviation {txt(p['ss'])}. Resistance: median {txt(p['mS'])} {p['_unit']}, "
+                   f"logarithmic standard deviation {txt(p['sS'])}. Find the probability that "
+                   f"resistance exceeds load."),
+        lambda p: (f"Estimate the probability of survival of a {p['_part']} whose capacity has a "
+                   f"median of {txt(p['mS'])} {p['_unit']} and whose applied stress has a median "
+                   f"of {txt(p['ms'])} {p['_unit']}, both lognormal, with a scatter (standard "
+                   f"deviation of the natural log) of {txt(p['sS'])} for capacity and "
+                   f"{txt(p['ss'])} for stress."),
     ),
     check=lambda p, rng: mc_fraction(
         rng.lognormal(math.log(p["mS"]), p["sS"], MC_N)

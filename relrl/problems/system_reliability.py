@@ -121,6 +121,15 @@ PARALLEL = Family(
                    + ", R = ".join(map(str, reversed(p["rs"])))
                    + f" ({p['_names'][0]} channels). Compute the system reliability."),
     ),
+    new_phrasings=(
+        lambda p: (f"Redundancy check: {len(p['rs'])} {p['_names'][0]}s run side by side, and the "
+                   "duty is lost only once every one of them has failed. Their individual "
+                   "reliabilities are " + "; ".join(map(str, p["rs"])) + ". What is the "
+                   "probability that the duty is kept up?"),
+        lambda p: (f"Each {p['_names'][0]} in a fully redundant bank can carry the whole duty "
+                   "alone. Given unit reliabilities of " + ", ".join(map(str, p["rs"][:-1]))
+                   + f" and {p['rs'][-1]}, how likely is the bank to complete its mission?"),
+    ),
     check=lambda p, rng: exact(enumerate_states(list(p["rs"]), any), "state enumeration"),
 )
 
@@ -190,6 +199,19 @@ SERIES_PARALLEL = Family(
                        f"{n}s ({k} units, R = {r} each)" for k, n, r
                        in zip(p["counts"], p["_names"], p["rs"]))
                    + ". Compute the system reliability."),
+    ),
+    new_phrasings=(
+        lambda p: ("The flow passes through every stage in turn, and any one stage stops it if "
+                   "all of its units are down. " + " ".join(
+                       f"Stage {i + 1} uses {k} redundant {n}s, each {r} reliable." if k > 1
+                       else f"Stage {i + 1} relies on a lone {n}, {r} reliable."
+                       for i, (k, n, r) in enumerate(zip(p["counts"], p["_names"], p["rs"])))
+                   + " How likely is the flow to get through, with failures independent?"),
+        lambda p: ("Group sizes: " + ", ".join(map(str, p["counts"])) + ". Unit reliability in "
+                   "each group, in the same order: " + ", ".join(map(str, p["rs"])) + ". Each "
+                   "group is a bank of identical active-redundant units, and the groups are "
+                   "chained end to end, so every group is needed. What is the overall "
+                   "reliability of the chain?"),
     ),
 )
 
