@@ -1,9 +1,13 @@
 """Build, split, count and check reliability-engineering datasets.
 
   generate --n N --seed S --out FILE [--paraphrases P] [--families a,b] [--topics t]
-           [--difficulty 1,2] [--exclude FILE ...]
+           [--difficulty 1,2] [--exclude FILE ...] [--exclude-pretraining MODEL]
+           [--wording usual|new]
       N rows: base problems drawn from the families, each with up to P paraphrases in its group;
-      problems already in an --exclude file are skipped (for leak-free separate test sets);
+      problems already in an --exclude file are skipped, by wording and by parameters (for
+      leak-free separate test sets), and with --exclude-pretraining every problem the built-in
+      model was pretrained on; --wording new asks each problem in its family's new phrasings
+      only, which no usual row holds (the tiny-tool families have them);
       --families tiny-tool names the families of relrl.problems.registry.TOOL_FAMILIES.
   split FILE --out-dir DIR --seed S [--val-frac F] [--holdout-frac F]
         [--ood-families a,b | --ood-topics t]
@@ -21,7 +25,8 @@ from pathlib import Path
 
 from relrl.data.dataset_io import atomic_write_jsonl, inspect_dataset, load_dataset
 from relrl.data.verl_export import DATA_SOURCE, verl_record, write_parquet
-from relrl.problems.dataset import count_rows, generate_rows, split_rows
+from relrl.problems.dataset import WORDINGS, count_rows, generate_rows, row_keys, split_rows
+from relrl.problems.pretraining import PRETRAINING, pretraining_problems
 from relrl.problems.registry import FAMILIES, expand_sets, select
 from relrl.runtime.cli import ArgumentParser, UsageError, int_at_least, number_type, positive_int, run_main
 
@@ -53,13 +58,27 @@ def _output_file(path: str) -> Path:
     return out
 
 
+def _check_wording(wording: str, families) -> None:
+    lacking = [f.name for f in families if wording == "new" and not f.new_phrasings]
+    if lacking:
+        shown = ", ".join(lacking[:3]) + (f" and {len(lacking) - 3} more" if len(lacking) > 3 else "")
+        raise UsageError(f"--wording new: no new wording for {shown} (the tiny-tool families "
+                         "have them: --families tiny-tool)")
+
+
 def cmd_generate(args) -> None:
     out = _output_file(args.out)
     try:
         families = select(expand_sets(_names(args.families)), _names(args.topics),
                           _difficulties(args.difficulty))
-        exclude = frozenset(r["question"] for path in args.exclude for r in load_dataset(path))
-        rows = generate_rows(families, args.n, args.seed, args.paraphrases, exclude)
+        _check_wording(args.wording, families)
+        excluded = [r for path in args.exclude for r in load_dataset(path)]
+        questions, keys = frozenset(r["question"] for r in excluded), row_keys(excluded)
+        if args.exclude_pretraining:
+            seen_keys, seen_questions = pretraining_problems(args.exclude_pretraining)
+            questions, keys = questions | seen_questions, keys | seen_keys
+        rows = generate_rows(families, args.n, args.seed, args.paraphrases, questions, keys,
+                             args.wording)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     atomic_write_jsonl(out, rows)
@@ -152,7 +171,15 @@ def main() -> int | None:
     gen.add_argument("--topics", help="comma-separated topics (default: all)")
     gen.add_argument("--difficulty", help="comma-separated levels among 1,2,3 (default: all)")
     gen.add_argument("--exclude", action="append", default=[], metavar="FILE",
-                     help="skip problems with any phrasing in FILE (repeatable)")
+                     help="skip the problems of FILE: any with a phrasing in it, and any "
+                     "with the parameters of one of its generated groups (repeatable)")
+    gen.add_argument("--exclude-pretraining", choices=tuple(PRETRAINING), metavar="MODEL",
+                     help="skip every problem the built-in MODEL (tiny or tiny-tool) was "
+                     "pretrained on, by parameters and by wording")
+    gen.add_argument("--wording", choices=WORDINGS, default="usual",
+                     help="usual: the families' phrasings (default); new: each group one "
+                     "problem in its family's new phrasings only, which no usual row and no "
+                     "built-in model's pretraining holds; its group id ends in -new")
     gen.set_defaults(run=cmd_generate)
 
     spl = sub.add_parser("split", help="train/val/holdout(/ood) files by group")

@@ -4,30 +4,51 @@ Rows follow the study's schema (question, answer, answer_type, source, reasoning
 group, family, topic, difficulty, target_kind. A group is one parameter draw: its base
 phrasing and its paraphrases, which share the answer. Randomness is seeded per group, so the
 same seed and filters always give the same bytes.
+
+In the new wording (wording="new") each group is a problem asked in its family's new phrasings
+only (Family.new_phrasings), which no usual row and no built-in model's pretraining holds; its
+group id ends in NEW_SUFFIX.
 """
 from __future__ import annotations
 
 import itertools
+import re
 from collections import Counter
 
 import numpy as np
 
-from .base import Family
+from .base import Family, Problem
+from .registry import FAMILIES
 
 MAX_REDRAWS = 50  # draws without a new problem before a family counts as used up
+WORDINGS = ("usual", "new")
+NEW_SUFFIX = "-new"
+# a generated group's id, as generate_rows writes it: family, seed and draw number
+GROUP_ID = re.compile(r"(?P<family>\w+)-s(?P<seed>\d+)-(?P<draw>\d+)(?:" + NEW_SUFFIX + ")?")
+
+
+def excluded(family: Family, problem: Problem, exclude: frozenset[str]) -> bool:
+    """Whether any wording of `problem`, usual or new, is among the `exclude` questions."""
+    return bool(exclude) and not exclude.isdisjoint(
+        (*problem.questions, *family.new_questions(problem.params)))
 
 
 def problem_rows(family: Family, rng: np.random.Generator, group: str, paraphrases: int,
-                 seen: set[str], exclude: frozenset[str] = frozenset()) -> list[dict] | None:
-    """Rows for one new parameter draw of `family`, or None when every draw repeats `seen`
-    or has a phrasing in `exclude`."""
+                 seen: set[str], exclude: frozenset[str] = frozenset(),
+                 exclude_keys: frozenset[str] = frozenset(),
+                 wording: str = "usual") -> list[dict] | None:
+    """Rows for one new parameter draw of `family`, or None when every draw repeats `seen` or
+    `exclude_keys` (Problem.key) or has a phrasing in `exclude`."""
     for _ in range(MAX_REDRAWS):
         problem = family.generate(rng)
-        if problem.key not in seen and not exclude.intersection(problem.questions):
+        if problem.key not in seen and problem.key not in exclude_keys \
+                and not excluded(family, problem, exclude):
             break
     else:
         return None
     seen.add(problem.key)
+    if wording == "new":
+        problem = family.reworded(problem)
     count = 1 + min(paraphrases, len(problem.questions) - 1)
     order = rng.permutation(len(problem.questions))[:count]
     return [{
@@ -48,12 +69,21 @@ def problem_rows(family: Family, rng: np.random.Generator, group: str, paraphras
 
 
 def generate_rows(families: list[Family], n: int, seed: int, paraphrases: int = 2,
-                  exclude: frozenset[str] = frozenset()) -> list[dict]:
+                  exclude: frozenset[str] = frozenset(), exclude_keys: frozenset[str] = frozenset(),
+                  wording: str = "usual") -> list[dict]:
     """n rows: base problems cycling through `families` in a seeded order, each followed by up
     to `paraphrases` other phrasings in the same group (the last group may be cut short).
-    A problem with any phrasing among the `exclude` questions is never drawn."""
+    A problem with any phrasing among the `exclude` questions, or whose key (Problem.key) is
+    among `exclude_keys`, is never drawn. wording="new" asks each problem in its family's new
+    phrasings instead (every family must have them)."""
     if n < 1 or seed < 0 or paraphrases < 0:
         raise ValueError("n must be >= 1, seed and paraphrases >= 0")
+    if wording not in WORDINGS:
+        raise ValueError(f"unknown wording {wording!r} (wordings: {', '.join(WORDINGS)})")
+    lacking = [f.name for f in families if wording == "new" and not f.new_phrasings]
+    if lacking:
+        raise ValueError(f"no new wording for {', '.join(lacking)}")
+    suffix = NEW_SUFFIX if wording == "new" else ""
     rows: list[dict] = []
     seen: set[str] = set()
     active = list(families)
@@ -68,15 +98,38 @@ def generate_rows(families: list[Family], n: int, seed: int, paraphrases: int = 
         for family in [active[int(i)] for i in order]:
             if len(rows) >= n:
                 break
-            group = f"{family.name}-s{seed}-{k:05d}"
+            group = f"{family.name}-s{seed}-{k:05d}{suffix}"
             new = problem_rows(family, np.random.default_rng([seed, 0, k]), group, paraphrases,
-                               seen, exclude)
+                               seen, exclude, exclude_keys, wording)
             k += 1
             if new is None:
                 active.remove(family)
                 continue
             rows.extend(new[: n - len(rows)])
     return rows
+
+
+def row_key(row: dict) -> str | None:
+    """The Problem.key of a row generate_rows wrote, found by drawing its group's problem again
+    (the group id names family, seed and draw) until one has the row's question; None for a row
+    it did not write (another generator's, a file edited by hand)."""
+    match = GROUP_ID.fullmatch(str(row.get("group", "")))
+    family = FAMILIES.get(match["family"]) if match else None
+    if family is None:
+        return None
+    rng = np.random.default_rng([int(match["seed"]), 0, int(match["draw"])])
+    for _ in range(MAX_REDRAWS):  # the draws problem_rows made, in its order
+        problem = family.generate(rng)
+        if row.get("question") in (*problem.questions, *family.new_questions(problem.params)):
+            return problem.key
+    return None
+
+
+def row_keys(rows: list[dict]) -> frozenset[str]:
+    """The keys of the problems generate_rows wrote among `rows`: one look-up a group, as a
+    group's rows are one problem."""
+    firsts = {row.get("group"): row for row in reversed(rows)}  # each group's first row
+    return frozenset(key for key in map(row_key, firsts.values()) if key is not None)
 
 
 def group_of(row: dict) -> str:
