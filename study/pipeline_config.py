@@ -303,6 +303,11 @@ def _check_combination(path: Path, config: PipelineConfig) -> None:
     if config.retention_disjoint and config.retention_min_score is None:
         raise UsageError(f"{path}: retention_disjoint needs retention_min_score (the retention "
                          "set is built from it)")
+    lacking = [f.name for f in families if not f.new_phrasings]
+    if config.reworded_rows is not None and lacking:
+        raise UsageError(f"{path}: reworded_rows needs families that all have new wordings "
+                         f"(families: tiny-tool); {len(lacking)} of the recipe's have none, "
+                         f"{lacking[0]} among them")
     if not config.warm_start:
         needs_sft = [k for k in ("sft_topics", "plain_grpo", "matched_arms")
                      if getattr(config, k) not in (None, False)]
@@ -314,6 +319,9 @@ def _check_combination(path: Path, config: PipelineConfig) -> None:
         raise UsageError(f"{path}: eval_sets heldout without holdout needs eval_samples above 1 "
                          "(with one sample the held-out mixed-style set is taken from the "
                          "holdout's results)")
+    if "reworded" in chosen and config.reworded_rows is None:
+        raise UsageError(f"{path}: eval_sets reworded needs reworded_rows (the reworded set is "
+                         "generated with it)")
     if "retention" in chosen and config.retention_min_score is None:
         raise UsageError(f"{path}: eval_sets retention needs retention_min_score (the retention "
                          "set is built from it)")

@@ -4,7 +4,9 @@
 
 Sets: the mixed training questions (train), the holdout, the out-of-distribution topics (ood),
 the held-out mixed-style set (heldout: sampled eval_samples times when that is above 1, else
-taken from the holdout's results) and, with retention_min_score, the retention set. Models:
+taken from the holdout's results), with retention_min_score the retention set and, with
+reworded_rows, the reworded set (every family of the recipe in wordings the model never saw, one
+sample a question, like the holdout and ood; data.py makes it). Models:
 the SFT warm start, exp7's best and final checkpoints, exp10's best, and with plain_grpo plain
 GRPO's best (reads `sft_adapter` from sft.py and the runs' checkpoints from grpo.py). The files
 are written in the compact layout results/ commits (--records gzip; docs/evaluation.md).
@@ -86,6 +88,8 @@ class EvaluationStage(Pipeline):
             sets["heldout"] = self.work / "screen_holdout" / "mixed.jsonl"
         if self.cfg.retention_min_score is not None:
             sets["retention"] = d / "retention.jsonl"
+        if self.cfg.reworded_rows is not None:
+            sets["reworded"] = d / "reworded.jsonl"
         return {name: path for name, path in sets.items() if self.chosen(name)}
 
     def chosen(self, set_name: str) -> bool:

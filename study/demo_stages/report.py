@@ -20,6 +20,7 @@ from study.demo_report import SET_TITLES, build_report, splice_results_md
 from study.demo_stages.pipeline import ROOT, Pipeline, shown
 
 RETENTION_TITLE = "Retention (held-out questions the base screened right at least half the time)"
+REWORDED_TITLE = "Reworded (new problems of every family, in wordings the model never saw)"
 RESULTS_START, RESULTS_END = "<!-- demo-results:start -->", "<!-- demo-results:end -->"
 
 
@@ -35,7 +36,8 @@ class ReportStage(Pipeline):
             (dest / "train_log.jsonl.gz").write_bytes(
                 gzip.compress((self.work / run / "train_log.jsonl").read_bytes(), mtime=0))
         reported = self.reported_sets()
-        titles = {name: title for name, title in {**SET_TITLES, "retention": RETENTION_TITLE}.items()
+        titles = {name: title for name, title in {**SET_TITLES, "retention": RETENTION_TITLE,
+                                                   "reworded": REWORDED_TITLE}.items()
                   if name in reported}
         # one call also draws the training curves: the holdout's, else the first set's
         curves = "holdout" if "holdout" in titles else next(iter(titles))
