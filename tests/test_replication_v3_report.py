@@ -19,6 +19,7 @@ SEEDS = [100, 101]
 SFT_FAMILY, GRPO_FAMILY, NEVER_FAMILY = "series_parallel", "weibull_mttf", "duane_mtbf"
 TOPIC = {SFT_FAMILY: "system_reliability", GRPO_FAMILY: "distributions", NEVER_FAMILY: "growth"}
 MODELS = THIRD.models[1:]
+GRADING = {"tolerance": 0.05, "tolerance_rule": "complement"}
 TARGET = {SFT_FAMILY: "0.95", GRPO_FAMILY: "12.5", NEVER_FAMILY: "40.0"}  # one in [0.85, 1)
 
 
@@ -40,8 +41,16 @@ def records(seed, set_name, model):
     # eight groups of each family, one question a group
     return [{"id": f"s{seed}-{set_name}-{family}-{i}", "group": f"s{seed}-{family}-{i}",
              "target": TARGET[family], "family": family, "topic": TOPIC[family],
-             "question": "Which?", "target_kind": "value", "samples": 4, "pass_count": passes(set_name, model, family)}
+             "question": "Which?", "target_kind": "value", "samples": 4,
+             "pass_count": passes(set_name, model, family),
+             "completions": completions(TARGET[family], passes(set_name, model, family))}
             for family, i in product(FAMILIES[set_name], range(8))]
+
+
+def completions(target, right):
+    """Four samples without a calculator call, `right` of them giving the target."""
+    return [{"correct": i < right, "value": float(target) if i < right else 0.0,
+             "transcript": "no call"} for i in range(4)]
 
 
 SETTINGS = replace(demo.recipe("fast"), model="tiny-tool", tools="calculator",
@@ -57,8 +66,8 @@ def write_seed(folder, seed):
         (folder / "eval" / set_name).mkdir(parents=True)
         for model in MODELS:
             (folder / "eval" / set_name / f"{slug(model)}.json").write_text(json.dumps(
-                {"kind": "pair_result", "base": {"results": records(seed, set_name, "base")},
-                 "finetuned": {"results": records(seed, set_name, model)},
+                {"kind": "pair_result", "base": {"results": records(seed, set_name, "base"), **GRADING},
+                 "finetuned": {"results": records(seed, set_name, model), **GRADING},
                  "guess_baselines": block}))
     for run in THIRD.grpo_runs:
         (folder / f"grpo_{run}").mkdir()
@@ -128,3 +137,9 @@ def test_the_report_states_the_goals_and_the_difference_claims(pooled):
            "sft trained) | SFT warm start vs base | -50.0 |" in report
     assert "(alone, at 0.01; 99% CI) | reproduced |" in report
     assert f"| ood | {EXP10} | 16 | 25.0% | 75.0% | +50.0 | [+50.0, +50.0] | 0.0 |" in report
+    # the mechanism tables: mean@k and majority over the 4 samples, no calculator call here
+    assert "## Mechanism on heldout questions (pooled over seeds; k = 4)" in report
+    heldout = pooled["mechanism"]["heldout"]["models"]
+    assert heldout["GRPO exp7 best"]["all"]["mean@k"] == pytest.approx(0.75)
+    assert heldout["GRPO exp7 best"]["all"]["majority"] == 1.0  # 3 right of 4 agree
+    assert heldout["base"]["all"]["majority"] == 0.0  # 3 wrong (0.0) of 4 agree

@@ -53,6 +53,7 @@ class Design:
     zero_signal_runs: tuple[str, str] | None = None  # (plain GRPO run, dynamic sampling run)
     # the widest 95% interval half-width of the gain on never-trained families, a goal
     transfer_half_width: float | None = None
+    mechanism_sets: tuple[str, ...] = ()  # sets with the mechanism tables (study.replication.mechanism)
 
 
 CORE_SECTIONS = ("primary", "secondary", "retention", "guess_baselines", "at_k", "waste",
@@ -127,7 +128,8 @@ THIRD = Design(
     sampler_runs=FIRST.sampler_runs,
     grpo_runs=REDONE.grpo_runs,
     sections=(*CORE_SECTIONS, "third_goals", "target_range", "forgetting", "transfer",
-              "zero_signal", "claims"),
+              "mechanism", "zero_signal", "claims"),
+    mechanism_sets=("heldout", "ood", "reworded"),
     guess_sets=(*FIRST.guess_sets, "reworded"),
     target_range_models=REDONE.target_range_models,
     topic_strata=True,

@@ -14,6 +14,7 @@ from study.replication import baselines, runs
 from study.replication.claims import claims, verdict
 from study.replication.design import EXP10, Design
 from study.replication.groups import accuracy, comparison, strata
+from study.replication.mechanism import mechanism
 from study.replication.seed_files import never_trained, seed_dirs, sft_topics
 
 
@@ -65,6 +66,9 @@ def pooled_results(design: Design, root: Path, seeds: list[int]) -> dict:
         # the key the redone design's files (and paper/build_tables.py) know it by
         primary["v2_goal_met"] = bool(primary["goal_met"] and margin is not None
                                       and margin >= design.guess_margin)
+    if design.mechanism_sets:
+        pooled["mechanism"] = {name: mechanism(list(dirs.values()), name, design.models)
+                               for name in design.mechanism_sets}
     if design.claims:
         pooled["claims"] = claims(dirs, design, filters)
     if design.transfer_half_width is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from study.at_k import NOTE as AT_K_NOTE
 from study.at_k import cell_text, pass_name
 from study.replication.design import Design
+from study.replication.mechanism import report_lines
 
 
 def pct(x: float) -> str:
@@ -268,6 +269,8 @@ SECTIONS = {
     "waste": waste, "best_steps": best_steps, "run_time": run_time, "additions": additions,
     "target_range": target_range, "forgetting": forgetting, "zero_signal": zero_signal,
     "claims": claims, "third_goals": third_goals, "transfer": transfer,
+    "mechanism": lambda design, pooled: [line for block in pooled["mechanism"].values()
+                                         for line in report_lines(block)],
 }
 
 
