@@ -2,7 +2,10 @@
 with one sample a question (`make demo`), the paired permutation test with K samples (the
 replicated study's held-out and retention sets, whose rows have no b01/b10)."""
 import json
+import shutil
+from pathlib import Path
 
+from study import demo_report
 from study.demo_report import _test_name, _versus_base
 
 
@@ -31,3 +34,19 @@ def test_k_sample_rows_name_the_permutation_test(tmp_path):
 def test_head_to_head_names_the_test_its_p_comes_from():
     assert _test_name({"test": "mcnemar_exact"}) == "McNemar"
     assert _test_name({"test": "paired_permutation"}) == "the paired permutation test"
+
+
+def test_a_seed_without_holdout_or_train_sets_reports_the_sets_it_has(tmp_path):
+    # the third design evaluates heldout, retention, ood and reworded only (eval_sets)
+    seed = Path(__file__).resolve().parents[1] / "results" / "demo-replication-v2" / "seed-21"
+    out = tmp_path / "seed-21"
+    shutil.copytree(seed, out, ignore=shutil.ignore_patterns("holdout", "train", "plots"))
+    for name in ("holdout", "train"):
+        for path in out.glob(f"compare_{name}.*"):
+            path.unlink()
+    (out / "plots" / "heldout").mkdir(parents=True)
+    (out / "plots" / "heldout" / "training_exp7.png").write_bytes(b"")
+    text = demo_report.build_report(out, fast=False, seed=21, out_name="results/x", timings=[])
+    assert "Holdout (unseen groups" not in text and "; holdout " not in text  # SFT's finding too
+    assert text.index("Held-out mixed-style") < text.index("Retention") < text.index("Dynamic sampling")
+    assert "![exp7 training curves](plots/heldout/training_exp7.png)" in text
