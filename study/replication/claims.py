@@ -27,14 +27,20 @@ def verdict(c: dict, direction: int, alpha: float, min_effect: float,
     return "refuted" if far_end < min_effect else "not settled"
 
 
-def claims(dirs: dict[int, Path], design, filters: dict) -> list[dict]:
+def claims(dirs: dict[int, Path], design, filters: dict, guesses: dict | None = None) -> list[dict]:
     """The design's claims, Holm-corrected together at its secondary alpha; a claim on a
-    stratum the seeds do not define is not testable."""
+    stratum the seeds do not define is not testable, nor (with the design's testable_margin) a
+    claim against the base on a set where the base is within that margin of the best guess
+    (`guesses`: the pooled guess baselines)."""
     rows = []
     for claim in design.claims:
         if claim.stratum is not None and claim.stratum not in filters:
             rows.append({"claim": claim.text, "verdict": "not testable here",
                          "why": f"no {claim.stratum} stratum (sft_topics not set)"})
+            continue
+        floor = at_the_floor(claim, design, guesses or {})
+        if floor is not None:
+            rows.append({"claim": claim.text, "verdict": "not testable here", "why": floor})
             continue
         if claim.minus is not None:
             rows.append(difference_claim(dirs, claim, filters, design))
@@ -50,6 +56,17 @@ def claims(dirs: dict[int, Path], design, filters: dict) -> list[dict]:
         row["verdict"] = verdict(row["pooled"], row["direction"], design.secondary_alpha,
                                  design.min_effect)
     return rows
+
+
+def at_the_floor(claim, design, guesses: dict) -> str | None:
+    """Why a claim against the base cannot be tested on its set (the base's margin over the
+    best guess below the design's testable_margin), or None."""
+    margin = guesses.get(claim.set, {}).get("margins", {}).get("base")
+    if design.testable_margin is None or claim.against != "base" or margin is None \
+            or margin >= design.testable_margin:
+        return None
+    return (f"the base stands {100 * margin:+.1f} points from the best guess on {claim.set}, "
+            f"under the {100 * design.testable_margin:.0f} a claim needs")
 
 
 def difference_claim(dirs: dict[int, Path], claim, filters: dict, design) -> dict:

@@ -54,6 +54,10 @@ class Design:
     # the widest 95% interval half-width of the gain on never-trained families, a goal
     transfer_half_width: float | None = None
     mechanism_sets: tuple[str, ...] = ()  # sets with the mechanism tables (study.replication.mechanism)
+    # a claim against the base is testable only on a set where the base stands this far above
+    # the best guess: at the floor nothing can be lost and a gain is a guess's
+    testable_margin: float | None = None
+    transfer_sets: tuple[str, ...] = ()  # margins reported whatever they are (third_goals)
 
 
 CORE_SECTIONS = ("primary", "secondary", "retention", "guess_baselines", "at_k", "waste",
@@ -130,6 +134,8 @@ THIRD = Design(
     sections=(*CORE_SECTIONS, "third_goals", "target_range", "forgetting", "transfer",
               "mechanism", "zero_signal", "claims"),
     mechanism_sets=("heldout", "ood", "reworded"),
+    testable_margin=0.10,
+    transfer_sets=("ood", "reworded"),
     guess_sets=(*FIRST.guess_sets, "reworded"),
     target_range_models=REDONE.target_range_models,
     topic_strata=True,

@@ -70,7 +70,7 @@ def pooled_results(design: Design, root: Path, seeds: list[int]) -> dict:
         pooled["mechanism"] = {name: mechanism(list(dirs.values()), name, design.models)
                                for name in design.mechanism_sets}
     if design.claims:
-        pooled["claims"] = claims(dirs, design, filters)
+        pooled["claims"] = claims(dirs, design, filters, pooled["guess_baselines"])
     if design.transfer_half_width is not None:
         pooled["third_goals"] = third_goals(design, pooled)
     if design.zero_signal_runs:
@@ -106,10 +106,11 @@ def third_goals(design: Design, pooled: dict) -> dict:
     gain = pooled["transfer"]["ood"][EXP10]
     margins = {set_name: {m: v for m, v in block["margins"].items() if m.startswith("GRPO")}
                for set_name, block in pooled["guess_baselines"].items()}
-    lowest = min((v for set_name, ms in margins.items() if set_name != "ood"
+    lowest = min((v for set_name, ms in margins.items() if set_name not in design.transfer_sets
                   for v in ms.values()), default=None)
     return {"forgetting": forgetting,
             "transfer": {"model": EXP10, "half_width": gain["half_width"],
                          "met": gain["half_width"] <= design.transfer_half_width},
-            "guess_margin": {"lowest_grpo_margin": lowest, "ood": margins.get("ood"),
+            "guess_margin": {"lowest_grpo_margin": lowest,
+                             "transfer_sets": {name: margins.get(name) for name in design.transfer_sets},
                              "met": lowest is not None and lowest >= design.guess_margin}}

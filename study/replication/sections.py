@@ -236,7 +236,7 @@ def third_goals(design: Design, pooled: dict) -> list[str]:
              "difference; the gain on never-trained families within "
              f"+-{100 * design.transfer_half_width:.0f} points (95%); every GRPO arm at least "
              f"{100 * design.guess_margin:.0f} points above the best guess on every set but the "
-             "never-trained families.", ""]
+             "transfer sets (never-trained families, new wordings).", ""]
     for claim, f in g["forgetting"].items():
         lines.append(f"- {claim}: {f['verdict']}, smallest detectable difference "
                      f"{100 * f['mdd']:.1f} points: {mark(f['met'])}.")
@@ -244,9 +244,11 @@ def third_goals(design: Design, pooled: dict) -> list[str]:
     lines.append(f"- {t['model']} on the never-trained families: 95% interval +-"
                  f"{100 * t['half_width']:.1f} points: {mark(t['met'])}.")
     lowest = "-" if m["lowest_grpo_margin"] is None else pts(m["lowest_grpo_margin"])
-    ood = ", ".join(f"{k} {pts(v)}" for k, v in (m["ood"] or {}).items()) or "-"
+    reported = "; ".join(f"{name}: " + (", ".join(f"{k} {pts(v)}" for k, v in ms.items())
+                                         if ms else "-")
+                         for name, ms in m["transfer_sets"].items())
     lines.append(f"- The lowest GRPO margin over the best guess: {lowest} points: "
-                 f"{mark(m['met'])} (never-trained families, reported: {ood}).")
+                 f"{mark(m['met'])} (the transfer sets, reported: {reported}).")
     return lines
 
 
