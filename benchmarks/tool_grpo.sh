@@ -47,7 +47,8 @@ $PY training/grpo_exp10_nosft.py --config "$RECIPE" --resume "${COMMON[@]}" \
 
 # The base is sampled once per seed: the first loss evaluated pairs it with its best checkpoint
 # (evaluate_single.py) and leaves that pair as base_holdout.json; the others pair with its base
-# (evaluate_finetuned_only.py --base-results). results/ keeps the compact layout (--records gzip).
+# (evaluate_finetuned_only.py --base-results). A compact layout (--records gzip), which
+# evaluation/recompress_results.py turns into the xz one results/ commits.
 BASE=$WORK/base_holdout.json
 EVAL=("${COMMON[@]}" --records gzip --dataset "$WORK/data/holdout.jsonl" --adapter "$WORK/$LOSS/best"
       --samples 4 --seed $((SEED + 1000)) --micro-batch 64 --baseline-train "$WORK/data/train.jsonl"
@@ -56,7 +57,9 @@ if [[ -f $BASE ]]; then
     $PY evaluation/evaluate_finetuned_only.py --base-results "$BASE" "${EVAL[@]}"
 else
     $PY evaluation/evaluate_single.py "${EVAL[@]}"
-    cp "$OUT/eval_holdout.records.json.gz" "$WORK/base_holdout.records.json.gz"
+    for records in "$OUT"/eval_holdout.records.json.*; do  # whichever layout --records wrote
+        cp "$records" "$WORK/base_holdout${records#"$OUT/eval_holdout"}"
+    done
     cp "$OUT/eval_holdout.json" "$BASE"  # the summary last, as write_result writes them
 fi
 cp "$WORK/$LOSS/statistics.json" "$OUT/"

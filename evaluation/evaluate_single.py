@@ -4,9 +4,9 @@ Writes a pair file: the study's fields (base_accuracy and ft_accuracy in percent
 points, n_questions, run_name, lora_path, mcnemar_b01, mcnemar_b10, mcnemar_p, base_results,
 ft_results), the corrected chi-square, a paired bootstrap 95% interval for the difference, and
 both full model results under "base" and "finetuned", the record lists inline as the study's
-files had them (`json.load(f)["base_results"]`); with --records gzip they go to
-OUT.records.json.gz beside OUT instead, the compact layout results/ commits
-(relrl.evaluation.results_io; read_result reads both).
+files had them (`json.load(f)["base_results"]`); with --records gzip or xz they go to
+OUT.records.json.gz or OUT.records.json.xz beside OUT instead, the compact layouts (results/
+commits xz; relrl.evaluation.results_io, whose read_result reads every layout).
 The base is the same weights with the adapter switched off (one model in memory).
 
   python evaluation/evaluate_single.py --model tiny-random --adapter runs/exp7/checkpoint-80 \\

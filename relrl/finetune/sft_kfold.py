@@ -26,7 +26,7 @@ from relrl.data.dataset_io import atomic_write_json, load_dataset, questions_fin
 from relrl.data.folds import fold_rows
 from relrl.evaluation.cli import model_label
 from relrl.evaluation.model_results import compare_models
-from relrl.evaluation.results_io import pair_accuracies, read_result, records_path, write_result
+from relrl.evaluation.results_io import pair_accuracies, read_result, records_paths, write_result
 from relrl.evaluation.runner import check_rows, progress_path, score_model
 from relrl.evaluation.settings import EvalSettings, eval_range
 from relrl.evaluation.stats import mcnemar
@@ -71,7 +71,7 @@ class FoldPlan:
 def run_files() -> tuple[str, ...]:
     """Files in a fold folder that --overwrite clears along with its checkpoints."""
     target = Path(EVAL_FILE)
-    return (LOG_FILE, STATS_FILE, EVAL_FILE, records_path(target).name,
+    return (LOG_FILE, STATS_FILE, EVAL_FILE, *(records.name for records in records_paths(target)),
             progress_path(target, "base").name, progress_path(target, "finetuned").name,
             *TRACKING_FILES)
 

@@ -9,7 +9,8 @@ reworded_rows, the reworded set (every family of the recipe in wordings the mode
 sample a question, like the holdout and ood; data.py makes it). Models:
 the SFT warm start, exp7's best and final checkpoints, exp10's best, and with plain_grpo plain
 GRPO's best (reads `sft_adapter` from sft.py and the runs' checkpoints from grpo.py). The files
-are written in the compact layout results/ commits (--records gzip; docs/evaluation.md).
+are written in a compact layout (--records gzip; results/ commits them recompressed to xz,
+docs/evaluation.md).
 """
 from __future__ import annotations
 

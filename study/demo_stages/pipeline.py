@@ -47,9 +47,10 @@ SETTINGS_FILE = "pipeline.yaml"  # the resolved settings, beside the run; --reci
 # Sequences per generate call: a tiny model on a CPU is bound by per-token overhead, so bigger
 # batches are faster; it never changes a result (per-question seeds).
 MICRO_BATCH = 64
-# Result files with per-question records in the compact layout results/ commits, a summary
-# beside its gzipped records (--records gzip, docs/evaluation.md): the evaluations, and
-# screening, whose work folder the redone replication commits.
+# Result files with per-question records in a compact layout, a summary beside its gzipped
+# records (--records gzip, docs/evaluation.md; results/ commits them recompressed to xz by
+# evaluation/recompress_results.py): the evaluations, and screening, whose work folder the
+# redone replication commits.
 RECORDS = "gzip"
 
 

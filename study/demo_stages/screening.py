@@ -13,7 +13,8 @@
 
 With --jobs N each set runs as N shards side by side, merged after; merged shards are the
 unsharded result (per-question seeds). screening.json, every completion, is written in the
-compact layout (--records gzip), as the redone replication commits its work folder.
+compact layout (--records gzip; recompressed to xz for results/), as the redone replication
+commits its work folder.
 """
 from __future__ import annotations
 
