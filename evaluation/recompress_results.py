@@ -1,6 +1,6 @@
 """Rewrite result files from the gzip records layout into xz, in place (docs/evaluation.md,
 `--records`): every result file under the folders whose summary names gzipped records becomes
-X.json beside X.records.json.xz, about a third of the gzip's size, and X.records.json.gz goes.
+X.json beside X.records.json.xz, under half the gzip's size, and X.records.json.gz goes.
 
 A file is rewritten only when read_result of its xz layout gives exactly what it gave for the
 gzip one; one that does not is left as it is and named (exit status 1). The xz records go in
