@@ -13,16 +13,22 @@ V2 = dict(model="tiny-tool", tools="calculator", families="tiny-tool", ood_topic
           sft_topics="distributions,stress_strength", plain_grpo=True, matched_arms=True)
 
 
-@pytest.fixture
-def commands(tmp_path, monkeypatch):
-    """A Demo of the fast recipe with issue 30's settings whose `run` records each command."""
+def recording_demo(tmp_path, monkeypatch, settings: dict):
+    """(a Demo of the fast recipe with `settings` whose `run` records each command, the
+    record: (stage, args) pairs)."""
     ran = []
     monkeypatch.setattr(demo.Demo, "run", lambda self, stage, args, done=None, work=None, processes=1:
                         ran.append((stage, [str(a) for a in args])))
     monkeypatch.setattr(demo.Demo, "run_side_by_side", lambda self, jobs, lanes=None:
                         [self.run(*job) for job in jobs])
-    d = demo.Demo(fast=True, seed=100, work=tmp_path, out=tmp_path / "out", lanes=1,
-                  settings=replace(demo.recipe("fast"), **V2))
+    return demo.Demo(fast=True, seed=100, work=tmp_path, out=tmp_path / "out", lanes=1,
+                     settings=replace(demo.recipe("fast"), **settings)), ran
+
+
+@pytest.fixture
+def commands(tmp_path, monkeypatch):
+    """A Demo with issue 30's settings whose `run` records each command."""
+    d, ran = recording_demo(tmp_path, monkeypatch, V2)
     (tmp_path / "data").mkdir()
     (tmp_path / "screen").mkdir()
     rows = [{"id": f"q{i}", "topic": topic, "question": "?", "answer": "1", "expression": "1"}

@@ -6,8 +6,7 @@ import json
 from dataclasses import replace
 
 import pytest
-
-import demo
+from test_demo_v2_stages import flag, recording_demo
 
 V3 = dict(model="tiny-tool", tools="calculator", families="tiny-tool", ood_topics=None,
           ood_families="lognormal_reliability,duane_mtbf", retention_min_score=2,
@@ -21,18 +20,7 @@ def write_rows(path, rows):
 
 @pytest.fixture
 def v3(tmp_path, monkeypatch):
-    ran = []
-    monkeypatch.setattr(demo.Demo, "run", lambda self, stage, args, done=None, work=None, processes=1:
-                        ran.append((stage, [str(a) for a in args])))
-    monkeypatch.setattr(demo.Demo, "run_side_by_side", lambda self, jobs, lanes=None:
-                        [self.run(*job) for job in jobs])
-    d = demo.Demo(fast=True, seed=100, work=tmp_path, out=tmp_path / "out", lanes=1,
-                  settings=replace(demo.recipe("fast"), **V3))
-    return d, ran
-
-
-def flag(args, name):
-    return args[args.index(name) + 1]
+    return recording_demo(tmp_path, monkeypatch, V3)
 
 
 def test_split_holds_out_the_recipes_families_whole(v3):
