@@ -41,6 +41,10 @@ def _at_least(minimum: int) -> Callable[[Any], str | None]:
     return lambda v: None if v >= minimum else f"must be >= {minimum}"
 
 
+def _at_least_or_null(minimum: int) -> Callable[[Any], str | None]:
+    return lambda v: None if v is None or v >= minimum else f"must be >= {minimum} or null"
+
+
 def _fraction(v: float) -> str | None:
     return None if 0 < v < 1 else "must lie strictly between 0 and 1"
 
@@ -134,7 +138,7 @@ class PipelineConfig:
         "samples per question on the retention set (evaluation --samples); null: eval_samples. "
         "The retention set is the largest sampled set and a drop is tested over its many groups, "
         "so fewer samples there buy more on the held-out mixed-style set", default=None,
-        check=lambda v: None if v is None or v >= 1 else "must be >= 1 or null")
+        check=_at_least_or_null(1))
     val_samples: int = _setting("samples per validation question in GRPO (--val-samples)",
                                 default=1, check=_at_least(1))
     eval_seed_offset: int = _setting("added to the seed for evaluation, so sets chosen on "
@@ -143,7 +147,7 @@ class PipelineConfig:
     retention_min_score: int | None = _setting(
         "build a retention set of the holdout questions the base screened right at least this "
         "many times, and evaluate on it; null: no retention set", default=None,
-        check=lambda v: None if v is None or v >= 1 else "must be >= 1 or null")
+        check=_at_least_or_null(1))
     pass_rate_scheme: str | None = _setting(
         "the pass-rate sampler's scheme in exp7 with the sampler (--pass-rate-scheme); null: "
         "the trainer's default", default=None, check=_one_of(SCHEMES))
@@ -176,7 +180,7 @@ class PipelineConfig:
     sft_steps: int | None = _setting(
         "the SFT warm start's dose in optimiser steps (--max-steps), the same whatever the "
         "number of its questions; null: sft_epochs passes over them", default=None,
-        check=lambda v: None if v is None or v >= 1 else "must be >= 1 or null")
+        check=_at_least_or_null(1))
     plain_grpo: bool = _setting(
         "also run exp7 as plain GRPO (--dynamic-sampling off: every generated group trains), "
         "after exp7 and for as many groups as exp7 generated (its total_attempts), so the two "
@@ -205,7 +209,7 @@ class PipelineConfig:
         "rows of a further test set phrased only in wordings the built-in model never saw in "
         "pretraining (build_dataset.py generate --wording new), drawn apart from the master "
         "set and evaluated as set reworded; null: no such set", default=None,
-        check=lambda v: None if v is None or v >= 1 else "must be >= 1 or null")
+        check=_at_least_or_null(1))
     retention_disjoint: bool = _setting(
         "the retention set leaves out every paraphrase group of the held-out mixed-style set, "
         "and takes in the out-of-distribution questions the base screened right as often (the "

@@ -3,19 +3,16 @@ sets that leave out every problem tiny-tool was pretrained on (by parameters and
 and the pipeline's reworded set; the usual rows keep their bytes."""
 import contextlib
 import hashlib
-import importlib.util
-import io
 import json
 import re
 import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from conftest import ROOT
+from test_build_dataset import SCRIPT, run
 
 import demo
 from relrl.models import tiny_build, tiny_tool_build
@@ -23,14 +20,10 @@ from relrl.problems.base import Family, stray_numbers
 from relrl.problems.dataset import generate_rows, row_keys
 from relrl.problems.pretraining import pretraining_problems, pretraining_rows
 from relrl.problems.registry import TOOL_FAMILIES, select
-from relrl.runtime.cli import UsageError, run_main
+from relrl.runtime.cli import UsageError
 from relrl.tools.calculator import evaluate
 from study import pipeline_config
 
-SCRIPT = ROOT / "generators" / "build_dataset.py"
-_spec = importlib.util.spec_from_file_location("build_dataset", SCRIPT)
-build_dataset = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(build_dataset)
 
 TOOL = select(TOOL_FAMILIES)
 DRAWS = 60          # parameter draws per family whose new wordings are checked
@@ -38,21 +31,6 @@ MAX_OVERLAP = 0.25  # of a new wording's word 4-grams, the share one usual wordi
 # seed 12's first 240 rows draw tiny-tool pretraining problems, some with a shared question and
 # some only with shared parameters (another item name)
 MEETS_PRETRAINING = dict(n=240, seed=12)
-
-
-def run(*args):
-    """The script's main() in this process (as `python build_dataset.py ARGS` would run it)."""
-    out, err = io.StringIO(), io.StringIO()
-    argv, code = sys.argv, 0
-    sys.argv = ["build_dataset.py", *map(str, args)]
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            run_main(build_dataset.main)
-    except SystemExit as exc:
-        code = exc.code or 0
-    finally:
-        sys.argv = argv
-    return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def rows_of(path):
