@@ -45,6 +45,13 @@ V2 = dict(n_master=2400, paraphrases=2, val_frac=0.08, holdout_frac=0.45, ood_to
           model="tiny-tool", families="tiny-tool", sft_topics="distributions,stress_strength",
           sft_form="prose", plain_grpo=True, matched_arms=True, warm_start=True, eval_sets=None,
           **ISSUE46_OFF)
+# the third miniature's, frozen by results/science-v3/PREREGISTRATION.md
+V3 = {**V2, "sft_topics": "system_reliability,availability", "sft_form": "tool",
+      "sft_steps": 150, "ood_topics": None,
+      "ood_families": "duane_mtbf,crow_amsaa_expected,lognormal_reliability,gamma_poisson_mean,"
+                      "ss_exponential",
+      "exclude_pretraining": True, "reworded_rows": 600, "retention_disjoint": True,
+      "eval_sets": "heldout,retention,ood,reworded"}
 # the first demo's (`make demo`), sized to its half hour
 FIRST = dict(n_master=1600, paraphrases=2, val_frac=0.06, holdout_frac=0.5, ood_topics="growth",
              screen_samples=4, max_new_tokens=120, sft_epochs=2, sft_lr=2e-4, grpo_steps=150,
@@ -56,7 +63,8 @@ FIRST = dict(n_master=1600, paraphrases=2, val_frac=0.06, holdout_frac=0.5, ood_
              eval_sets="heldout", **ISSUE46_OFF)
 BUILT_IN = {"first": FIRST, "full": {**MINIATURE, **OFF}, "fast": {**FAST, **OFF},
             "replication": {**MINIATURE, "n_master": 2800, "grpo_val_every": 100, **REGISTERED},
-            "replication-fast": {**FAST, **REGISTERED}, "replication-v2": V2}
+            "replication-fast": {**FAST, **REGISTERED}, "replication-v2": V2,
+            "replication-v3": V3}
 
 
 @pytest.mark.parametrize("name", BUILT_IN)

@@ -42,7 +42,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # version; replication-v2 is the redone replication's (results/demo-replication-v2/), which
 # `make demo FULL=1` runs at a development seed.
 RECIPES = ROOT / "recipes" / "demo"
-BUILT_IN = ("first", "full", "fast", "replication", "replication-fast", "replication-v2")
+BUILT_IN = ("first", "full", "fast", "replication", "replication-fast", "replication-v2",
+            "replication-v3")
 SETTINGS_FILE = "pipeline.yaml"  # the resolved settings, beside the run; --recipe reruns it
 # Sequences per generate call: a tiny model on a CPU is bound by per-token overhead, so bigger
 # batches are faster; it never changes a result (per-question seeds).
