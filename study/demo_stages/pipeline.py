@@ -40,7 +40,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # replication, the full miniature with the changes its pre-registration
 # (results/demo-replication/PREREGISTRATION.md) fixes, and replication-fast is its smoke
 # version; replication-v2 is the redone replication's (results/demo-replication-v2/), which
-# `make demo FULL=1` runs at a development seed.
+# `make demo FULL=1` runs at a development seed; replication-v3 is the third miniature's
+# (results/science-v3/).
 RECIPES = ROOT / "recipes" / "demo"
 BUILT_IN = ("first", "full", "fast", "replication", "replication-fast", "replication-v2",
             "replication-v3")
