@@ -6,7 +6,9 @@
      log-softmax and one backward pass per completion, an optimiser step every 4 useful steps;
    - this loop (relrl.rl.grpo_trainer), step mode (the study's dynamic sampling) and batch mode;
    - TRL's GRPOTrainer (no dynamic sampling: its useful steps are its informative groups), when
-     `trl` is installed (pip install -r benchmarks/requirements.txt).
+     `trl` is installed (pip install -r benchmarks/requirements.txt); it generates as many
+     groups as this loop's batch mode did under the rule (--trl-groups to fix the number), so
+     both amortise their start over as much work and TRL's useful share rests on as many groups.
    A "useful step" is one informative group, as the study counted them. Which groups are
    informative is a rule (relrl.rl.dynamic_sampling.waste_kind): `correct` (some answers right
    and some wrong: this loop's default with the grader) or `reward` (any two rewards differ:
@@ -139,7 +141,7 @@ def our_loop(args, rows, reward_fn, **overrides):
     return stats["useful_steps"], tokens["n"], stats["total_attempts"], stats["waste_rate"]
 
 
-def trl_loop(args, rows, reward_fn, rule):
+def trl_loop(args, rows, reward_fn, rule, groups: int):
     from datasets import Dataset
     from trl import GRPOConfig as TRLConfig
     from trl import GRPOTrainer as TRLTrainer
@@ -159,7 +161,7 @@ def trl_loop(args, rows, reward_fn, rule):
         config = TRLConfig(
             output_dir=out, use_cpu=not torch.cuda.is_available(), bf16=False,
             per_device_train_batch_size=args.G, num_generations=args.G,
-            gradient_accumulation_steps=4, max_steps=math.ceil(args.steps / 4),
+            gradient_accumulation_steps=4, max_steps=math.ceil(groups / 4),
             max_completion_length=args.max_new_tokens, learning_rate=args.learning_rate,
             weight_decay=0.1, warmup_steps=0.1, max_grad_norm=0.1, beta=0.0, epsilon=0.2,
             epsilon_high=0.28, loss_type="dapo", temperature=1.0, top_p=0.95,
@@ -200,10 +202,12 @@ def speed_under(args, rows, reward_fn, rule, trl):
             "this loop, batch mode": lambda: our_loop(args, rows, reward_fn, informative_by=rule,
                                                       sampling_mode="batch", gen_batch=8)[:3]}
     if trl:
-        runs["TRL GRPOTrainer"] = lambda: trl_loop(args, rows, reward_fn, rule)
-    per_step = {}
+        runs["TRL GRPOTrainer"] = lambda: trl_loop(args, rows, reward_fn, rule, trl_groups)
+    per_step, trl_groups = {}, args.trl_groups
     for name, run in runs.items():
         (useful, tokens, groups), seconds = timed(run)
+        if name == "this loop, batch mode" and not args.trl_groups:
+            trl_groups = groups  # read when TRL's run starts, after this one
         per_step[name] = seconds / useful if useful else None  # no useful step: no ratio
         shown = f"{per_step[name]:>14.3f}" if useful else f"{'-':>14}"
         print(f"{name:<28} {useful:>6} {groups:>6} {shown} {tokens / seconds:>10.1f}")
@@ -278,6 +282,9 @@ def main(argv=None):
                    help="torch CPU threads (default: torch's choice)")
     p.add_argument("--rules", nargs="+", choices=INFORMATIVE_BY, default=list(INFORMATIVE_BY),
                    help="informative-group rules to run every loop under (default both)")
+    p.add_argument("--trl-groups", type=positive_int("--trl-groups"), default=None,
+                   help="groups TRL generates (default: as many as this loop's batch mode did "
+                        "under the rule; rounded up to 4 a step)")
     p.add_argument("--only", choices=("speed", "waste"), default=None,
                    help="run one of the two parts")
     args = p.parse_args(argv)

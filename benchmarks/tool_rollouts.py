@@ -10,6 +10,13 @@ repeat (the least disturbed by other jobs; every repeat's wall time is kept too)
 Wall time is what a run waits; CPU time (this process's: vLLM runs in it) is kept beside it,
 since another job on a shared machine inflates the wall time of whatever runs beside it.
 
+Why the asynchronous loop saves steps but maybe not time: every scheduler step is timed with
+the sequences in flight and the prompt tokens it prefills, and a least-squares fit of the
+rounds' and asynchronous steps, seconds = fixed + per sequence x in flight + per token x
+prefilled, says what a step costs; the fit's predicted async / rounds ratio is set beside the
+measured one and beside the step ratio (what a device whose step costs the same whatever it
+holds would give).
+
     python benchmarks/tool_rollouts.py [--batches 16 32 64] [-G 4] [--repeats 3]
 
 Writes results/tool-rollouts/benchmark.json (a list of rows, one per batch) and prints the table.
@@ -20,10 +27,13 @@ import os
 import time
 from pathlib import Path
 
+import numpy as np
+
 from relrl.data.dataset_io import atomic_write_json
 from relrl.data.prompting import build_prompt
 from relrl.engines.base import SamplingConfig, question_seed
 from relrl.engines.vllm import vllm_release
+from relrl.engines.vllm_steps import VLLMTurns
 from relrl.models.by_name import load_tokenizer, make_engine
 from relrl.models.tiny_tool_build import RECIPE, training_rows
 from relrl.problems.dataset import generate_rows
@@ -34,6 +44,47 @@ ROOT = Path(__file__).resolve().parent.parent
 MODES = ("rounds", "async", "none")
 
 
+class TimedTurns(VLLMTurns):
+    """VLLMTurns that logs each step: (seconds, sequences in flight, prompt tokens prefilled)."""
+
+    def __init__(self, engine, sampling, log: list):
+        super().__init__(engine, sampling)
+        self.log, self.prefill = log, 0
+
+    def submit(self, keys, requests):
+        self.prefill += sum(len(r.ids) for r in requests)
+        super().submit(keys, requests)
+
+    def step(self):
+        in_flight, start = self.core.get_num_unfinished_requests(), time.perf_counter()
+        ended = super().step()
+        self.log.append((time.perf_counter() - start, in_flight, self.prefill))
+        self.prefill = 0
+        return ended
+
+
+def step_cost(logs: dict[str, list[list[tuple]]], sync_steps: int, async_steps: int) -> dict:
+    """The least-squares step cost over every timed step of the rounds and asynchronous runs,
+    and the async / rounds ratio it predicts from one run of each (their steps are the same at
+    every repeat: the same tokens)."""
+    steps = [s for mode in ("rounds", "async") for run in logs[mode] for s in run]
+    seconds = np.array([s[0] for s in steps])
+    design = np.array([[1.0, s[1], s[2]] for s in steps])
+    (fixed, per_seq, per_token), *_ = np.linalg.lstsq(design, seconds, rcond=None)
+    fitted = design @ np.array([fixed, per_seq, per_token])
+    spread = ((seconds - seconds.mean()) ** 2).sum()
+    r2 = 1 - ((seconds - fitted) ** 2).sum() / spread if spread > 0 else 1.0
+
+    def predicted(mode):
+        return sum(fixed + per_seq * s[1] + per_token * s[2] for s in logs[mode][0])
+
+    return {"step_fixed_ms": round(1000 * fixed, 3), "step_per_sequence_ms": round(1000 * per_seq, 4),
+            "step_per_prefill_token_ms": round(1000 * per_token, 5), "step_fit_r2": round(r2, 3),
+            "step_fixed_share_rounds": round(fixed * sync_steps / predicted("rounds"), 3),
+            "async_speedup_predicted": round(predicted("rounds") / predicted("async"), 3),
+            "async_speedup_if_steps_cost_alike": round(sync_steps / async_steps, 3)}
+
+
 def timed_call(engine, prompts, G, seeds, sampling):
     """(completions, wall seconds, CPU seconds, scheduler steps) of one generate call."""
     steps, wall, cpu = engine.steps, time.perf_counter(), time.process_time()
@@ -41,9 +92,11 @@ def timed_call(engine, prompts, G, seeds, sampling):
     return out, time.perf_counter() - wall, time.process_time() - cpu, engine.steps - steps
 
 
-def run_mode(engine, tok, rows, mode, args):
+def run_mode(engine, tok, rows, mode, args, log: list | None = None):
     tools = "none" if mode == "none" else "calculator"
     engine.rounds = mode == "rounds"
+    steps = [] if log is None else log
+    engine.turns = lambda sampling: TimedTurns(engine, sampling, steps)
     prompts = [build_prompt(tok, r["question"], tools=tools) for r in rows]
     seeds = [question_seed(args.seed, r["id"]) for r in rows]
     sampling = SamplingConfig(max_new_tokens=args.max_new_tokens, tools=tools)
@@ -52,9 +105,11 @@ def run_mode(engine, tok, rows, mode, args):
 
 def measure(engine, tok, rows, args) -> dict:
     runs = {mode: [] for mode in MODES}
+    logs = {mode: [] for mode in MODES}
     for _ in range(args.repeats):
         for mode in MODES:  # interleaved: each repeat sees the machine in one state
-            runs[mode].append(run_mode(engine, tok, rows, mode, args))
+            logs[mode].append([])
+            runs[mode].append(run_mode(engine, tok, rows, mode, args, logs[mode][-1]))
     row = {"batch": len(rows), "G": args.G, "sequences": len(rows) * args.G}
     for mode, key in zip(MODES, ("sync", "async", "no_tools")):
         completions = runs[mode][0][0]
@@ -74,14 +129,16 @@ def measure(engine, tok, rows, args) -> dict:
     per_token = {key: row[f"{key}_seconds"] / row[f"{key}_tokens"] for key in ("sync", "async", "no_tools")}
     row["async_time_per_token_vs_no_tools"] = round(per_token["async"] / per_token["no_tools"], 3)
     row["sync_time_per_token_vs_no_tools"] = round(per_token["sync"] / per_token["no_tools"], 3)
+    row.update(step_cost(logs, row["sync_steps"], row["async_steps"]))
     return row
 
 
 def table(rows: list[dict]) -> str:
     lines = ["| batch x G | rounds tok/s (s) | async tok/s (s) | no tools tok/s (s) | async / rounds "
              "(wall, CPU) | scheduler steps, rounds / async | time per token, tools / none "
-             "(async, rounds) | calls | same tokens |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "(async, rounds) | calls | same tokens | step cost: fixed ms + ms a sequence "
+             "(R^2), fixed share | async / rounds: fit, steps alike |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         lines.append(
             f"| {r['batch']} x {r['G']} | {r['sync_tokens_per_s']:.0f} ({r['sync_seconds']:.2f}) "
@@ -90,7 +147,10 @@ def table(rows: list[dict]) -> str:
             f"| {r['async_speedup']:.2f}x, {r['async_speedup_cpu']:.2f}x "
             f"| {r['sync_steps']} / {r['async_steps']} "
             f"| {r['async_time_per_token_vs_no_tools']:.2f}, {r['sync_time_per_token_vs_no_tools']:.2f} "
-            f"| {r['async_tool_calls']} | {r['async_same_tokens_as_rounds']} |")
+            f"| {r['async_tool_calls']} | {r['async_same_tokens_as_rounds']} "
+            f"| {r['step_fixed_ms']:.2f} + {r['step_per_sequence_ms']:.3f} ({r['step_fit_r2']:.2f}), "
+            f"{r['step_fixed_share_rounds']:.2f} "
+            f"| {r['async_speedup_predicted']:.2f}x, {r['async_speedup_if_steps_cost_alike']:.2f}x |")
     return "\n".join(lines)
 
 
