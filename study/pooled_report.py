@@ -1,7 +1,8 @@
 """A replication's pooled report from its seed folders' JSON alone: pooled.json and report.md,
-by the design the seeds ran (study.replication.design.for_seeds: the redone one when plain GRPO
-ran beside exp7, else the first replication's). demo.py --seeds writes it after its seeds; run
-it on its own to pool seeds that were run one at a time:
+by the design the seeds ran (study.replication.design.for_seeds: the third when its retention
+set is apart from the held-out set, the redone one when plain GRPO ran beside exp7, else the
+first replication's). demo.py --seeds writes it after its seeds; run it on its own to pool seeds
+that were run one at a time:
 
   python -m study.pooled_report results/demo-replication-v2 --seeds 21,22,23
 """
