@@ -24,6 +24,10 @@ Writes into --out (default paper/tables/):
   redone_*.tex        the redone replication's pooled report (--replication-v2): the same five
                       tables, and the study's claims with their verdicts, held-out accuracy by
                       target range, retention by topic, each arm's margin over the best guess
+  third_*.tex         the third design's pooled report (--science-v3), once it pools the
+                      pre-registered seeds 31-34 (before that a placeholder that says which are
+                      in): the five replication tables, the claims with their verdicts, the
+                      forgetting strata, transfer, the design's goals, the guess margins
   reanalysis.tex      the post hoc re-analysis of the replication (--reanalysis): accuracy
                       under both tolerance rules beside the best guess
 """
@@ -33,7 +37,7 @@ import re
 from pathlib import Path
 
 from relrl.data.dataset_io import DatasetError, atomic_write_text, read_json
-from relrl.runtime.cli import ArgumentParser, UsageError, run_main
+from relrl.runtime.cli import ArgumentParser, UsageError, run_main, seed_list
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = ROOT / "paper"
@@ -42,6 +46,8 @@ PLACEHOLDER = r"Results not yet generated --- run \texttt{make demo}"
 REPLICATION_PLACEHOLDER = r"Results not yet generated --- run \texttt{python demo.py --seeds 2,3,4}"
 REDONE_PLACEHOLDER = (r"Results not yet generated --- run \texttt{python -m study.pooled\_report "
                       r"results/demo-replication-v2 --seeds 21,22,23}")
+# results/science-v3/PREREGISTRATION.md: the confirmatory seeds, pooled together or not at all
+THIRD_SEEDS = "31,32,33,34"
 REANALYSIS_PLACEHOLDER = r"Results not yet generated --- run \texttt{evaluation/reanalyse\_results.py}"
 
 # The question sets of the miniature study: (name, short heading, default file name).
@@ -81,6 +87,11 @@ def parse_args(argv=None):
                         default=str(ROOT / "results" / "demo-replication-v2" / "pooled.json"),
                         help="pooled.json of the redone replication (default "
                         "results/demo-replication-v2/pooled.json)")
+    parser.add_argument("--science-v3", default=str(ROOT / "results" / "science-v3" / "pooled.json"),
+                        help="pooled.json of the third design (default results/science-v3/pooled.json)")
+    parser.add_argument("--third-seeds", type=seed_list("--third-seeds"), default=THIRD_SEEDS,
+                        help="the seeds --science-v3 must pool for its tables (default the "
+                        f"pre-registered {THIRD_SEEDS}); else they are placeholders")
     parser.add_argument("--reanalysis",
                         default=str(ROOT / "results" / "reanalysis" / "reanalysis.json.gz"),
                         help="the post hoc re-analysis (evaluation/reanalyse_results.py; default "
@@ -155,6 +166,20 @@ def load_redone(path: Path) -> dict | None:
     return data
 
 
+THIRD_KEYS = ("claims", "forgetting", "transfer", "third_goals", "guess_baselines",
+              "by_target_range")
+
+
+def load_third(path: Path) -> dict | None:
+    """The third design's pooled.json (study.pooled_report), checked; None when the file does
+    not exist."""
+    data = load_replication(path)
+    if data is not None and any(k not in data for k in THIRD_KEYS):
+        raise DatasetError(f"{path}: not the third design's pooled.json (need "
+                           f"{', '.join(THIRD_KEYS)})")
+    return data
+
+
 def load_reanalysis(path: Path) -> dict | None:
     """evaluation/reanalyse_results.py's JSON with the replication's folder, checked; None when
     the file does not exist."""
@@ -222,7 +247,8 @@ def placeholder(missing: list[Path], message: str = PLACEHOLDER) -> str:
     shown = [r"{\footnotesize missing: \texttt{" + tex(rel(p)) + r"}}\\" for p in missing]
     lines = [r"\begin{tabular}{c}", r"\toprule", r"\textbf{" + message + r"}\\", *shown,
              r"\bottomrule", r"\end{tabular}"]
-    return f"% PLACEHOLDER: {', '.join(rel(p) for p in missing)} not found\n" + "\n".join(lines) + "\n"
+    why = f"{', '.join(rel(p) for p in missing)} not found" if missing else "inputs incomplete"
+    return f"% PLACEHOLDER: {why}\n" + "\n".join(lines) + "\n"
 
 
 def with_note(lines: list[str], ncols: int, note: str | None) -> list[str]:
@@ -507,6 +533,96 @@ REDONE_TABLES = {"claims": redone_claims, "target_range": redone_target_range,
                  "forgetting": redone_forgetting, "guesses": redone_guesses}
 
 
+STRATA = {"sft_trained": "SFT's families", "sft_untrained": "families SFT never trained on",
+          "grpo_trained": "families GRPO trained on", "never_trained": "never-trained families"}
+
+
+def stratum_name(stratum: str) -> str:
+    """A claim's or a split's stratum in words; a difference reads "A minus B"."""
+    return " minus ".join(STRATA.get(part, tex(part)) for part in stratum.split(" minus "))
+
+
+def third_claims(rep: dict) -> str:
+    """The study's claims under the third design, each with its test and its verdict by the
+    pre-registered rule."""
+    pr = rep["primary"]
+    c = pr["pooled"]
+    rows = [" & ".join(["GRPO after SFT gains on mixed questions (primary)", "held-out mixed",
+                        f"{tex(pr['model'])} vs {tex(pr['against'])}", signed_pp(c["delta"]),
+                        rf"{ci(c)} (95\%)", pval(c["p"]), tex(pr["verdict"])])]
+    for row in rep["claims"]:
+        if "pooled" not in row:
+            rows.append(" & ".join([tex(row["claim"]), *["--"] * 5,
+                                    f"{tex(row['verdict'])} ({tex(row['why'])})"]))
+            continue
+        c = row["pooled"]
+        where = "held-out mixed" if row["set"] == "heldout" else tex(row["set"])
+        if row["stratum"] != "all":
+            where += f" ({stratum_name(row['stratum'])})"
+        level = round(100 * c.get("confidence", 0.95))
+        rows.append(" & ".join([tex(row["claim"]), where, f"{tex(row['model'])} vs {tex(row['against'])}",
+                                signed_pp(c["delta"]), rf"{ci(c)} ({level}\%)", pval(c["p_holm"]),
+                                tex(row["verdict"])]))
+    return tabular("p{4.2cm}p{3.4cm}lrcrl", r"Claim (the study's) & Set & Comparison & "
+                   r"$\Delta$ (pp) & CI & $p$ & Verdict", rows,
+                   [rf"Pooled over seeds {', '.join(map(str, rep['seeds']))}, over paraphrase groups. "
+                    rf"The primary alone at $\alpha = {rep['primary_alpha']}$; each forgetting",
+                    r"difference (the change on one stratum minus that on another) alone at "
+                    r"$\alpha = 0.01$ with its 99\% interval; the rest Holm-corrected",
+                    rf"together at $\alpha = {rep['secondary_alpha']}$ ($p$ is Holm's). A change "
+                    r"under 5 pp is not the study's effect (\texttt{study/replication/claims.py})."])
+
+
+def third_forgetting(rep: dict) -> str:
+    """Retention split by whether SFT, or GRPO, trained on a question's family."""
+    rows = [" & ".join([stratum_name(name), tex(model), *comparison_cells(c)])
+            for name, models in rep["forgetting"].items() for model, c in models.items()]
+    return tabular("llrrrrcr", r"Families & Model & Groups & Base (\%) & Model (\%) & $\Delta$ (pp) & "
+                   r"95\% CI & $p$", rows,
+                   [r"Retention questions (the base screened right at least 2 of 4 times, in "
+                    r"paraphrase groups apart from the held-out mixed set)."])
+
+
+def third_transfer(rep: dict) -> str:
+    """Every arm against the base on families never trained on and in wordings never seen."""
+    rows = [" & ".join([tex(name), tex(model), *comparison_cells(c)])
+            for name, models in rep["transfer"].items() for model, c in models.items()]
+    return tabular("llrrrrcr", r"Set & Model & Groups & Base (\%) & Model (\%) & $\Delta$ (pp) & "
+                   r"95\% CI & $p$", rows,
+                   [r"ood: five families of four topics no arm trained on; reworded: every family "
+                    r"in wordings \texttt{tiny-tool} never saw, split by whether GRPO trained on it."])
+
+
+def third_goals(rep: dict) -> str:
+    """The design's goals (issue 46), each with its figure and whether it was met."""
+    g = rep["third_goals"]
+
+    def met(ok: bool) -> str:
+        return "met" if ok else "not met"
+    rows = [" & ".join([rf"{tex(claim)}: decided at 0.01 with 80\% power for 5 pp",
+                        rf"smallest detectable difference {pct(f['mdd'])} pp", met(f["met"])])
+            for claim, f in g["forgetting"].items()]
+    t = g["transfer"]
+    rows.append(" & ".join([rf"The gain on never-trained families within $\pm$5 pp (95\%), "
+                            f"{tex(t['model'])}", rf"half-width {pct(t['half_width'])} pp",
+                            met(t["met"])]))
+    m = g["guess_margin"]
+    rows.append(" & ".join([r"Every GRPO arm $\geq 10$ pp above the best guess on every set but "
+                            r"the transfer sets", f"lowest margin {signed_pp(m['lowest_grpo_margin'])} pp",
+                            met(m["met"])]))
+    for name, margins in m["transfer_sets"].items():
+        low, high = min(margins.values()), max(margins.values())
+        rows.append(" & ".join([f"Margin over the best guess on {tex(name)} (reported, no goal)",
+                                f"{signed_pp(low)} to {signed_pp(high)} pp", "--"]))
+    return tabular("p{7.5cm}lr", r"Goal (issue 46) & Figure & Met", rows,
+                   [rf"Pooled over seeds {', '.join(map(str, rep['seeds']))}."])
+
+
+THIRD_TABLES = {"claims": third_claims, "target_range": redone_target_range,
+                "forgetting": third_forgetting, "transfer": third_transfer, "goals": third_goals,
+                "guesses": redone_guesses}
+
+
 REPLICATION_TABLES = {"primary": replication_primary, "secondary": replication_secondary,
                       "retention": replication_retention, "waste": replication_waste,
                       "best_steps": replication_best_steps}
@@ -583,6 +699,8 @@ def main(argv=None):
     rep = load_replication(rep_path)
     redone_path = Path(args.replication_v2)
     redone = load_redone(redone_path)
+    third_path = Path(args.science_v3)
+    third = load_third(third_path)
     re_path = Path(args.reanalysis)
     reanalysis = load_reanalysis(re_path)
 
@@ -618,6 +736,14 @@ def main(argv=None):
     for name, table in {**REPLICATION_TABLES, **REDONE_TABLES}.items():
         files[f"redone_{name}.tex"] = header([redone_path] if redone else []) + (
             table(redone) if redone else placeholder([redone_path], REDONE_PLACEHOLDER))
+    seeds = ",".join(map(str, args.third_seeds))
+    pooled_all = third is not None and third["seeds"] == args.third_seeds
+    waiting = (f"Seeds {seeds} not pooled yet"
+               + (f" (pooled: {','.join(map(str, third['seeds']))})" if third else "")
+               + rf" --- run \texttt{{python -m study.pooled\_report results/science-v3 --seeds {seeds}}}")
+    for name, table in {**REPLICATION_TABLES, **THIRD_TABLES}.items():
+        files[f"third_{name}.tex"] = header([third_path] if pooled_all else []) + (
+            table(third) if pooled_all else placeholder([] if third else [third_path], waiting))
     files["reanalysis.tex"] = header([re_path] if reanalysis else []) + (
         reanalysis_table(reanalysis) if reanalysis
         else placeholder([re_path], REANALYSIS_PLACEHOLDER))
@@ -625,7 +751,7 @@ def main(argv=None):
         [(f"Table, {head}", paths[name]) for name, head, _ in SETS]
         + [(f"Waste, {label}", path) for label, path, _ in stats] + [("Training plot", plot)]
         + [("Replication tables", rep_path), ("Redone replication tables", redone_path),
-           ("Post hoc re-analysis", re_path)])
+           ("Third design tables", third_path), ("Post hoc re-analysis", re_path)])
 
     out.mkdir(exist_ok=True)
     for name, text in files.items():

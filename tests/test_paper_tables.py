@@ -282,3 +282,62 @@ def test_a_first_replication_file_given_as_the_redone_one_is_an_error(tmp_path, 
     code, _, err = run(["--replication-v2", first, "--out", tmp_path / "tables"], capsys)
     assert code == 2 and str(first) in err and "need claims, by_target_range" in err
     assert not (tmp_path / "tables").exists()
+
+
+THIRD = ROOT / "results" / "science-v3" / "development" / "design" / "pooled.json"
+
+
+def test_third_design_tables_match_its_pooled_json(tmp_path, capsys):
+    code, _, err = run(["--results-dir", tmp_path / "none", "--science-v3", THIRD,
+                        "--third-seeds", "102", "--out", tmp_path / "tables"], capsys)
+    assert code == 0, err
+    rep = json.loads(THIRD.read_text())
+    tables = tmp_path / "tables"
+    claims = rows_of(tables / "third_claims.tex")
+    for row in rep["claims"]:
+        cells = claims[row["claim"]]
+        assert cells[6].startswith(row["verdict"])
+        if "pooled" in row:
+            c = row["pooled"]
+            p = "$<$0.001" if c["p_holm"] < 0.001 else f"{c['p_holm']:.3f}"
+            assert cells[3] == pp(c["delta"]) and cells[5] == p
+            level = "99" if row.get("minus") else "95"
+            assert cells[4] == f"[{pp(c['ci_low'])}, {pp(c['ci_high'])}] ({level}\\%)"
+    # development seed 102's marks, and the forgetting difference named by its strata
+    assert [claims[c["claim"]][6].split(" (")[0] for c in rep["claims"]] == [
+        "reproduced", "not settled", "reproduced", "not settled", "refuted", "refuted",
+        "not testable here"]
+    assert claims["SFT alone makes the model forget what it knew"][1] == (
+        "retention (families SFT never trained on minus SFT's families)")
+    goals = rows_of(tables / "third_goals.tex")
+    forget = rep["third_goals"]["forgetting"]["SFT alone makes the model forget what it knew"]
+    assert goals["SFT alone makes the model forget what it knew: decided at 0.01 with 80\\% "
+                 "power for 5 pp"][1:] == [f"smallest detectable difference {100 * forget['mdd']:.1f} pp",
+                                           "met" if forget["met"] else "not met"]
+    forgetting = rows_of(tables / "third_forgetting.tex")
+    c = rep["forgetting"]["never_trained"]["GRPO exp10 best"]
+    assert forgetting["never-trained families / GRPO exp10 best / 190"][2:6] == [
+        str(c["groups"]), f"{100 * c['base_accuracy']:.1f}", f"{100 * c['ft_accuracy']:.1f}",
+        pp(c["delta"])]
+    transfer = rows_of(tables / "third_transfer.tex")
+    c = rep["transfer"]["ood"]["GRPO exp10 best"]
+    assert transfer[f"ood / GRPO exp10 best / {c['groups']}"][5] == pp(c["delta"])
+    assert "Pooled over seeds 102" in body(tables / "third_claims.tex")
+
+
+def test_third_design_tables_wait_for_the_preregistered_seeds(tmp_path, capsys):
+    partial = tmp_path / "pooled.json"  # the development pool stands in for a partial one
+    partial.write_text(THIRD.read_text())
+    code, _, err = run(["--results-dir", tmp_path / "none", "--science-v3", partial,
+                        "--out", tmp_path / "tables"], capsys)
+    assert code == 0, err
+    command = r"study.pooled\_report results/science-v3 --seeds 31,32,33,34"
+    for name in ("primary", "claims", "forgetting", "transfer", "goals"):
+        text = body(tmp_path / "tables" / f"third_{name}.tex")
+        assert "Seeds 31,32,33,34 not pooled yet (pooled: 102)" in text and command in text
+        assert "&" not in text  # no numbers: one placeholder cell
+    code, _, err = run(["--results-dir", tmp_path / "none", "--science-v3", tmp_path / "no.json",
+                        "--out", tmp_path / "tables2"], capsys)
+    assert code == 0, err
+    text = body(tmp_path / "tables2" / "third_claims.tex")
+    assert "no.json" in text and "(pooled:" not in text and command in text
