@@ -95,8 +95,8 @@ def timed_call(engine, prompts, G, seeds, sampling):
 def run_mode(engine, tok, rows, mode, args, log: list | None = None):
     tools = "none" if mode == "none" else "calculator"
     engine.rounds = mode == "rounds"
-    steps = [] if log is None else log
-    engine.turns = lambda sampling: TimedTurns(engine, sampling, steps)
+    log = [] if log is None else log
+    engine.turns = lambda sampling: TimedTurns(engine, sampling, log)
     prompts = [build_prompt(tok, r["question"], tools=tools) for r in rows]
     seeds = [question_seed(args.seed, r["id"]) for r in rows]
     sampling = SamplingConfig(max_new_tokens=args.max_new_tokens, tools=tools)
