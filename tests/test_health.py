@@ -46,8 +46,14 @@ def test_committed_study_logs_replay_to_what_their_runs_recorded_and_none_stops(
         worst = {kind: max(worst[kind], shares[kind]) for kind in KINDS}
     # The real warnings: seed 22's and 23's exp7 started from an SFT warm start that had
     # collapsed (7.6% on held-out mixed questions at seed 22), and 81% and 87% of their first
-    # groups were all right or all wrong; they warned and trained on.
-    assert warned == {f"demo-replication-v2/seed-{s}/grpo_exp7" for s in (22, 23)}
+    # groups were all right or all wrong; they warned and trained on. Plain GRPO trains on
+    # groups without signal by design, so it may warn of them and of steps without a useful
+    # group (science-v3's seed 32 did, at 80-86%), and of nothing else.
+    plain = {run for run in warned if run.endswith("/grpo_exp7_plain")}
+    assert warned - plain == {f"demo-replication-v2/seed-{s}/grpo_exp7" for s in (22, 23)}
+    for run in plain:
+        stats = json.loads((ROOT / "results" / run / "statistics.json").read_text())
+        assert {w["kind"] for w in stats["health_warnings"]} <= {"zero_signal", "wasted"}, run
     limits = Limits()
     assert worst["truncated"] < 0.3 and all(worst[k] < stop for k, stop in zip(KINDS, limits.stop))
     assert 0.3 < worst["zero_signal"], worst  # real signal: much wasted, but it trains
