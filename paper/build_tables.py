@@ -462,13 +462,14 @@ def comparison_cells(c: dict) -> list[str]:
             ci(c), pval(c["p"])]
 
 
-def redone_claims(rep: dict) -> str:
-    """The study's claims, each with its pooled test and the pre-registered verdict."""
+def claim_rows(rep: dict, primary_p: str, stratum_text, interval) -> list[str]:
+    """The primary, then each claim: set (and stratum), comparison, change, interval, p and
+    verdict; a claim with no test says why."""
     pr = rep["primary"]
     c = pr["pooled"]
     rows = [" & ".join(["GRPO after SFT gains on mixed questions (primary)", "held-out mixed",
-                        f"{tex(pr['model'])} vs {tex(pr['against'])}", signed_pp(c["delta"]), ci(c),
-                        rf"{pval(c['p'])} ($\alpha$ {rep['primary_alpha']})", tex(pr["verdict"])])]
+                        f"{tex(pr['model'])} vs {tex(pr['against'])}", signed_pp(c["delta"]),
+                        interval(c), primary_p, tex(pr["verdict"])])]
     for row in rep["claims"]:
         if "pooled" not in row:
             rows.append(" & ".join([tex(row["claim"]), *["--"] * 5,
@@ -477,9 +478,18 @@ def redone_claims(rep: dict) -> str:
         c = row["pooled"]
         where = "held-out mixed" if row["set"] == "heldout" else tex(row["set"])
         if row["stratum"] != "all":
-            where += f" ({tex(row['stratum'].replace('_', ' '))})"
+            where += f" ({stratum_text(row['stratum'])})"
         rows.append(" & ".join([tex(row["claim"]), where, f"{tex(row['model'])} vs {tex(row['against'])}",
-                                signed_pp(c["delta"]), ci(c), pval(c["p_holm"]), tex(row["verdict"])]))
+                                signed_pp(c["delta"]), interval(c), pval(c["p_holm"]),
+                                tex(row["verdict"])]))
+    return rows
+
+
+def redone_claims(rep: dict) -> str:
+    """The study's claims, each with its pooled test and the pre-registered verdict."""
+    p = pval(rep["primary"]["pooled"]["p"])
+    rows = claim_rows(rep, rf"{p} ($\alpha$ {rep['primary_alpha']})",
+                      lambda stratum: tex(stratum.replace("_", " ")), ci)
     return tabular("p{5cm}llrcrl", r"Claim (the study's) & Set & Comparison & $\Delta$ (pp) & "
                    r"95\% CI & $p$ (Holm) & Verdict", rows,
                    [rf"Pooled over seeds {', '.join(map(str, rep['seeds']))}, over paraphrase groups; "
@@ -500,15 +510,20 @@ def redone_target_range(rep: dict) -> str:
                     r"[0.85, 1) on its failure probability, so a drift toward 1 is not rewarded."])
 
 
+def split_comparisons(head: str, splits: dict, name_of, note: str) -> str:
+    """Each model against the base on each split of a set, one row per (split, model)."""
+    rows = [" & ".join([name_of(name), tex(model), *comparison_cells(c)])
+            for name, models in splits.items() for model, c in models.items()]
+    return tabular("llrrrrcr", rf"{head} & Model & Groups & Base (\%) & Model (\%) & $\Delta$ (pp) & "
+                   r"95\% CI & $p$", rows, [note])
+
+
 def redone_forgetting(rep: dict) -> str:
     """Retention on the SFT warm start's topics and on the topics it never trained on."""
     topics = {"sft_topics": "SFT's", "other_topics": "the others"}
-    rows = [" & ".join([topics.get(name, tex(name)), tex(model), *comparison_cells(c)])
-            for name, models in rep["forgetting"].items() for model, c in models.items()]
-    return tabular("llrrrrcr", r"Topics & Model & Groups & Base (\%) & Model (\%) & $\Delta$ (pp) & "
-                   r"95\% CI & $p$", rows,
-                   [r"Retention questions (the base screened right at least half the time), "
-                    r"split by whether SFT trained on their topic."])
+    return split_comparisons("Topics", rep["forgetting"], lambda name: topics.get(name, tex(name)),
+                             r"Retention questions (the base screened right at least half the "
+                             r"time), split by whether SFT trained on their topic.")
 
 
 GUESS_NAMES = {"constant": "constant", "family_mode": "family mode", "copy": "copy"}
@@ -545,24 +560,8 @@ def stratum_name(stratum: str) -> str:
 def third_claims(rep: dict) -> str:
     """The study's claims under the third design, each with its test and its verdict by the
     pre-registered rule."""
-    pr = rep["primary"]
-    c = pr["pooled"]
-    rows = [" & ".join(["GRPO after SFT gains on mixed questions (primary)", "held-out mixed",
-                        f"{tex(pr['model'])} vs {tex(pr['against'])}", signed_pp(c["delta"]),
-                        rf"{ci(c)} (95\%)", pval(c["p"]), tex(pr["verdict"])])]
-    for row in rep["claims"]:
-        if "pooled" not in row:
-            rows.append(" & ".join([tex(row["claim"]), *["--"] * 5,
-                                    f"{tex(row['verdict'])} ({tex(row['why'])})"]))
-            continue
-        c = row["pooled"]
-        where = "held-out mixed" if row["set"] == "heldout" else tex(row["set"])
-        if row["stratum"] != "all":
-            where += f" ({stratum_name(row['stratum'])})"
-        level = round(100 * c.get("confidence", 0.95))
-        rows.append(" & ".join([tex(row["claim"]), where, f"{tex(row['model'])} vs {tex(row['against'])}",
-                                signed_pp(c["delta"]), rf"{ci(c)} ({level}\%)", pval(c["p_holm"]),
-                                tex(row["verdict"])]))
+    rows = claim_rows(rep, pval(rep["primary"]["pooled"]["p"]), stratum_name,
+                      lambda c: rf"{ci(c)} ({round(100 * c.get('confidence', 0.95))}\%)")
     return tabular("p{4.2cm}p{3.4cm}lrcrl", r"Claim (the study's) & Set & Comparison & "
                    r"$\Delta$ (pp) & CI & $p$ & Verdict", rows,
                    [rf"Pooled over seeds {', '.join(map(str, rep['seeds']))}, over paraphrase groups. "
@@ -575,22 +574,17 @@ def third_claims(rep: dict) -> str:
 
 def third_forgetting(rep: dict) -> str:
     """Retention split by whether SFT, or GRPO, trained on a question's family."""
-    rows = [" & ".join([stratum_name(name), tex(model), *comparison_cells(c)])
-            for name, models in rep["forgetting"].items() for model, c in models.items()]
-    return tabular("llrrrrcr", r"Families & Model & Groups & Base (\%) & Model (\%) & $\Delta$ (pp) & "
-                   r"95\% CI & $p$", rows,
-                   [r"Retention questions (the base screened right at least 2 of 4 times, in "
-                    r"paraphrase groups apart from the held-out mixed set)."])
+    return split_comparisons("Families", rep["forgetting"], stratum_name,
+                             r"Retention questions (the base screened right at least 2 of 4 "
+                             r"times, in paraphrase groups apart from the held-out mixed set).")
 
 
 def third_transfer(rep: dict) -> str:
     """Every arm against the base on families never trained on and in wordings never seen."""
-    rows = [" & ".join([tex(name), tex(model), *comparison_cells(c)])
-            for name, models in rep["transfer"].items() for model, c in models.items()]
-    return tabular("llrrrrcr", r"Set & Model & Groups & Base (\%) & Model (\%) & $\Delta$ (pp) & "
-                   r"95\% CI & $p$", rows,
-                   [r"ood: five families of four topics no arm trained on; reworded: every family "
-                    r"in wordings \texttt{tiny-tool} never saw, split by whether GRPO trained on it."])
+    return split_comparisons("Set", rep["transfer"], tex,
+                             r"ood: five families of four topics no arm trained on; reworded: "
+                             r"every family in wordings \texttt{tiny-tool} never saw, split by "
+                             r"whether GRPO trained on it.")
 
 
 def third_goals(rep: dict) -> str:
