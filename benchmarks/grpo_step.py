@@ -4,7 +4,9 @@
    - the study's loop: one question per step, one `generate` call per completion (HF sampling),
      redraw while the rewards are all equal, REINFORCE on group-normalised rewards with a full
      log-softmax and one backward pass per completion, an optimiser step every 4 useful steps;
-   - this loop (relrl.rl.grpo_trainer), step mode (the study's dynamic sampling) and batch mode;
+   - this loop (relrl.rl.grpo_trainer), step mode (the study's dynamic sampling) and batch mode,
+     the latter also with the `hf-merged` engine (rollouts on a copy of the policy with its
+     LoRA merged; TRL, like `hf`, generates through peft's unmerged layers);
    - TRL's GRPOTrainer (no dynamic sampling: its useful steps are its informative groups), when
      `trl` is installed (pip install -r benchmarks/requirements.txt); it generates as many
      groups as this loop's batch mode did under the rule (--trl-groups to fix the number), so
@@ -36,7 +38,7 @@ import numpy as np
 import torch
 
 from relrl.data.prompting import build_prompt
-from relrl.engines import stop_token_ids
+from relrl.engines import make_engine, stop_token_ids
 from relrl.grading.rewards import digit_share_reward, grader_reward
 from relrl.modeling.loading import attach_lora, device_of
 from relrl.models.by_name import load_model
@@ -127,7 +129,8 @@ def our_loop(args, rows, reward_fn, **overrides):
                         max_total_attempts=args.max_attempts, learning_rate=args.learning_rate,
                         save_every=10**6, train_micro_batch=args.train_micro_batch)
         cfg = GRPOConfig(**{**settings, **overrides})
-        trainer = GRPOTrainer(cfg, model, tok, rows, reward_fn=reward_fn)
+        trainer = GRPOTrainer(cfg, model, tok, rows, reward_fn=reward_fn,
+                              engine=make_engine(cfg.rollout_engine, model, tok))
         rollout = trainer.sampler.rollout
 
         def counting(indices, first):
@@ -191,6 +194,9 @@ def speed(args, rows, reward_fn):
         speed_under(args, rows, reward_fn, rule, trl)
 
 
+MERGED = "this loop, batch, hf-merged"
+
+
 def speed_under(args, rows, reward_fn, rule, trl):
     """Every loop with groups judged by `rule`, and the ratios between them."""
     print(f"\nrule {rule}: a group is informative when "
@@ -200,7 +206,10 @@ def speed_under(args, rows, reward_fn, rule, trl):
             "this loop, step mode": lambda: our_loop(args, rows, reward_fn,
                                                      informative_by=rule)[:3],
             "this loop, batch mode": lambda: our_loop(args, rows, reward_fn, informative_by=rule,
-                                                      sampling_mode="batch", gen_batch=8)[:3]}
+                                                      sampling_mode="batch", gen_batch=8)[:3],
+            MERGED: lambda: our_loop(args, rows, reward_fn, informative_by=rule,
+                                     sampling_mode="batch", gen_batch=8,
+                                     rollout_engine="hf-merged")[:3]}
     if trl:
         runs["TRL GRPOTrainer"] = lambda: trl_loop(args, rows, reward_fn, rule, trl_groups)
     per_step, trl_groups = {}, args.trl_groups
@@ -222,8 +231,9 @@ def speed_under(args, rows, reward_fn, rule, trl):
     study = "study: 1 call per completion"
     for name in list(per_step)[1:]:
         ratio(f"speed-up per useful step, {name} vs the study's loop", study, name)
-    for name in ("this loop, step mode", "this loop, batch mode"):
+    for name in ("this loop, step mode", "this loop, batch mode", MERGED):
         ratio(f"{name} vs TRL GRPOTrainer", "TRL GRPOTrainer", name)
+    ratio("hf-merged vs hf rollouts, batch mode", "this loop, batch mode", MERGED)
 
 
 def simulated_waste(pass_rate_aware: bool, seed: int = 0) -> float:

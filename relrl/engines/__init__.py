@@ -1,4 +1,5 @@
-"""Rollout engines: `hf` (batched seeded HF generate) and `vllm` (vLLM in-process, LoRA synced).
+"""Rollout engines: `hf` (batched seeded HF generate), `hf-merged` (the same on a copy of the
+policy with LoRA merged) and `vllm` (vLLM in-process, LoRA synced).
 
 make_engine builds either behind one interface (relrl.engines.base.Engine); the command-line
 helpers here give every sampling script the same --rollout-engine and
@@ -22,6 +23,7 @@ from relrl.engines.base import (
     stop_token_ids,
 )
 from relrl.engines.hf import HFEngine
+from relrl.engines.hf_merged import MergedHFEngine
 from relrl.engines.vllm import VLLMEngine, import_vllm
 from relrl.runtime.cli import UsageError, check_range, number_type
 
@@ -69,6 +71,8 @@ def make_engine(name: str, model, tokenizer, *, source: str | None = None, seed:
     `max_sequences` and `kv_demand` size its scheduler and KV check (VLLMEngine)."""
     if name == "hf":
         return HFEngine(model, tokenizer)
+    if name == "hf-merged":
+        return MergedHFEngine(model, tokenizer)
     if name == "vllm":
         return VLLMEngine(source, tokenizer, model=model, adapter=adapter, seed=seed,
                           max_new_tokens=max_new_tokens,
@@ -86,7 +90,9 @@ def add_engine_args(parser) -> None:
     """--rollout-engine and --vllm-gpu-memory-utilization, the same in every sampling script."""
     default = default_engine()
     parser.add_argument("--rollout-engine", choices=ENGINES, default=default,
-                        help="hf: batched Hugging Face generate; vllm: vLLM (continuous "
+                        help="hf: batched Hugging Face generate; hf-merged: the same on a copy "
+                        "of the policy with its LoRA merged (faster; one more copy of the adapted "
+                        "weights; not for a 4-bit base); vllm: vLLM (continuous "
                         "batching, paged KV cache, LoRA served unmerged). Default vllm on a "
                         f"CUDA machine where vLLM is installed, else hf (here: {default})")
     parser.add_argument("--vllm-gpu-memory-utilization", default=DEFAULT_VLLM_MEMORY,

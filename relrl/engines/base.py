@@ -23,7 +23,7 @@ from relrl.runtime.cli import UsageError
 from relrl.tools.protocol import DEFAULT_MAX_TOOL_CALLS, TOOL_CHOICES
 
 STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
-ENGINES = ("hf", "vllm")
+ENGINES = ("hf", "hf-merged", "vllm")
 
 
 class GenerationStopped(Exception):

@@ -80,9 +80,9 @@ def model_result(records: Sequence[dict], *, label: str, model_path: str, adapte
                  dataset: str, fingerprint: str, settings: EvalSettings,
                  rollout_engine: str | None = None) -> dict:
     """The "model result" object of the team contract, built only from records and metadata.
-    `rollout_engine` (hf or vllm) is recorded when a model sampled the completions. With tools
-    the result adds "tools", "max_tool_calls" and "tool_use" (see tool_use); without, it holds
-    the study's keys only."""
+    `rollout_engine` (hf, hf-merged or vllm) is recorded when a model sampled the completions.
+    With tools the result adds "tools", "max_tool_calls" and "tool_use" (see tool_use); without,
+    it holds the study's keys only."""
     n = len(records)
     total = sum(r["samples"] for r in records)
     correct = sum(r["pass_count"] for r in records)

@@ -2,7 +2,7 @@
 
 Every evaluation script (and SFT fold scoring) goes through `evaluate_rows`, which takes a
 `generate(rows, seeds, n)` function, so the bookkeeping is tested with a fake model; the real
-one (`model_generator`) holds a rollout engine (relrl.engines: hf or vllm). Each
+one (`model_generator`) holds a rollout engine (relrl.engines: hf, hf-merged or vllm). Each
 question's completions are seeded from (run seed, question id), so a question's outcome does
 not depend on batch size, shard or resume point; that is what makes a merged or resumed run
 equal an uninterrupted one (relrl.evaluation.shards splits and merges).

@@ -14,7 +14,7 @@ import torch
 
 from relrl import engines
 from relrl.data.prompting import build_prompt, tool_turn_text
-from relrl.engines import DEFAULT_VLLM_MEMORY, SLEEP_MODES, Engine
+from relrl.engines import DEFAULT_VLLM_MEMORY, SLEEP_MODES, Engine, hf_merged
 from relrl.engines import vllm as vllm_engine
 from relrl.modeling.four_bit import four_bit_wanted, prequantized
 from relrl.modeling.loading import (
@@ -193,6 +193,26 @@ def vllm_sleep(mode: str, model, vllm_share: float, micro_batch: int, max_new_to
     return sleep_needed(mode, cuda=cuda, total=total, vllm_share=vllm_share, trainer_peak=peak)
 
 
+def loads_in_four_bit(model: str, load_in_4bit: bool | None) -> bool:
+    """Whether `model` will be held in 4-bit (relrl.modeling.four_bit's table), known before
+    it loads."""
+    if model in BUILTIN_MODELS:
+        return bool(load_in_4bit)
+    return four_bit_wanted(load_in_4bit, cuda=torch.cuda.is_available(),
+                           prequantized=prequantized(checkpoint_config(model)))
+
+
+def check_engine_choice(engine: str, model: str, load_in_4bit: bool | None,
+                        unsloth: bool = False) -> None:
+    """Refuse, before anything loads or is written, an engine that cannot serve this policy."""
+    if engine != hf_merged.NAME:
+        return
+    if unsloth:
+        raise hf_merged.refuse(hf_merged.UNSLOTH)
+    if loads_in_four_bit(model, load_in_4bit):
+        raise hf_merged.refuse(hf_merged.FOUR_BIT)
+
+
 def open_engine(args, *, adapter: str | None = None, max_new_tokens: int = 3072,
                 seed: int = 0):
     """(engine, tokenizer) for an evaluation script: hf loads the model (and the frozen
@@ -203,14 +223,12 @@ def open_engine(args, *, adapter: str | None = None, max_new_tokens: int = 3072,
         check_cuda_present()
         engines.require_vllm()
         tokenizer = load_tokenizer(args.model)
-        # the policy the hf engine would load (relrl.modeling.four_bit's table)
-        wanted = load_in_4bit_flag(args)
-        four_bit = bool(wanted) if args.model in BUILTIN_MODELS else four_bit_wanted(
-            wanted, cuda=torch.cuda.is_available(), prequantized=prequantized(checkpoint_config(args.model)))
         return make_engine("vllm", None, tokenizer, source=args.model, seed=seed, adapter=adapter,
-                           max_new_tokens=max_new_tokens, four_bit=four_bit,
+                           max_new_tokens=max_new_tokens,
+                           four_bit=loads_in_four_bit(args.model, load_in_4bit_flag(args)),
                            gpu_memory_utilization=args.vllm_gpu_memory_utilization), tokenizer
+    check_engine_choice(name, args.model, load_in_4bit_flag(args))
     model, tokenizer = load_model(args.model, load_in_4bit=load_in_4bit_flag(args))
     if adapter is not None:
         model = load_adapter(model, adapter, trainable=False)
-    return make_engine("hf", model, tokenizer), tokenizer
+    return make_engine(name, model, tokenizer), tokenizer

@@ -50,8 +50,10 @@ class GRPOConfig:
     unsloth: bool = setting(False, "load through Unsloth (CUDA only)")
     # rollouts
     rollout_engine: str = setting(
-        "hf", "hf: batched Hugging Face generate; vllm: vLLM (continuous batching, paged KV "
-        "cache, LoRA served unmerged)", choices=ENGINES, group=ROLLOUTS,
+        "hf", "hf: batched Hugging Face generate; hf-merged: the same on a copy of the policy "
+        "with its LoRA merged, refreshed before each rollout (faster; one more copy of the "
+        "adapted weights; not for a 4-bit base or Unsloth); vllm: vLLM (continuous batching, "
+        "paged KV cache, LoRA served unmerged)", choices=ENGINES, group=ROLLOUTS,
         default_here=default_engine, default_text="vllm on a CUDA machine where vLLM is "
         "installed, else hf")
     vllm_gpu_memory_utilization: float = setting(

@@ -14,6 +14,7 @@ from relrl.grading.rewards import RewardFn
 from relrl.modeling.loading import attach_lora, check_adapter_dir, check_model_source, load_adapter
 from relrl.models.by_name import (
     PROMPT_TOKENS,
+    check_engine_choice,
     load_model,
     make_engine,
     tool_context_tokens,
@@ -92,6 +93,7 @@ def main(variant: str, argv=None, *, reward_fn: RewardFn | None = None) -> int:
     check_model_source(cfg.model)
     if cfg.rollout_engine == "vllm":
         require_vllm()  # before anything is loaded
+    check_engine_choice(cfg.rollout_engine, cfg.model, cfg.load_in_4bit, cfg.unsloth)
     rows = load_dataset(cfg.dataset)
     val_rows = load_dataset(cfg.val_dataset)[: cfg.val_limit] if cfg.val_dataset else []
     settings = {**cfg.settings(), "dataset_fingerprint": questions_fingerprint(rows),
