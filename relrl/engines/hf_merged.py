@@ -2,15 +2,16 @@
 projections hold W + scale * B A, refreshed from the live adapter before every generate call.
 
 Unmerged, every LoRA projection is three matrix products (W x, A x, B (A x)) and peft's Python
-around them; on a small model that overhead roughly doubles the cost of decoding. The copy
-shares every tensor that LoRA does not touch (embeddings, norms, the head) with the policy, so
-it costs one extra copy of the adapted projections' weights; merging in place instead (and
-unmerging after) would drift the frozen base by rounding, step after step.
+around them. The copy shares every tensor that LoRA does not touch (embeddings, norms, the
+head) with the policy, so it costs one extra copy of the adapted projections' weights; merging
+in place instead (and unmerging after) would drift the frozen base by rounding, step after step.
 
 What changes against `hf`: the logits differ by floating-point rounding ((W + BA) x against
-W x + B (A x)), so a sample can fork where two tokens are nearly tied; the trainer's own
-log-probs (unmerged) stay what the loss uses. Refused for a 4-bit base (its weights cannot hold
-a merged delta), for Unsloth's model (its own kernels already fuse LoRA) and for DoRA adapters.
+W x + B (A x)), so a sample can fork where two tokens are nearly tied; in bf16 a delta under
+half a unit in the last place of its weight rounds away, as in any merged-LoRA rollout. The
+engine reports no sampler log-probs: the trainer's own (unmerged) are what the loss uses.
+Refused for a 4-bit base (its weights cannot hold a merged delta), for Unsloth's model (its
+own kernels already fuse LoRA) and for DoRA adapters.
 """
 from __future__ import annotations
 
@@ -96,13 +97,11 @@ class MergedHFEngine(Engine):
         """Write W + the active adapters' delta into the copy (W alone while the adapter is off,
         as inside base_policy)."""
         for plain, layer in self.pairs:
-            weight = layer.base_layer.weight
-            merged = weight.detach().clone()
+            plain.weight.copy_(layer.base_layer.weight)
             if not layer.disable_adapters:
                 for adapter in layer.active_adapters:
                     if adapter in layer.lora_A:
-                        merged += layer.get_delta_weight(adapter).to(weight.dtype)
-            plain.weight.copy_(merged)
+                        plain.weight.add_(layer.get_delta_weight(adapter).to(plain.weight.dtype))
 
     def generate(self, prompts, n, seeds, sampling, should_stop=None):
         self.refresh()
