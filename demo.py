@@ -89,9 +89,9 @@ def parse_args(argv=None):
                         help="stages run side by side where independent (default: 2, or 1 on "
                         "a one-core machine)")
     parser.add_argument("--rollout-engine", choices=ENGINES, default=default_engine(),
-                        help="how screening, GRPO and evaluation sample: hf, hf-merged or vllm (default "
-                        "vllm on a CUDA machine where vLLM is installed, else hf; the recorded "
-                        "miniature used hf)")
+                        help="how screening, GRPO and evaluation sample: hf, hf-merged or vllm "
+                        "(default vllm on a CUDA machine where vLLM is installed, else hf; the "
+                        "recorded miniature used hf)")
     add_tolerance_rule_arg(parser)
     parser.add_argument("--stop-after", choices=STAGES, default=None,
                         help="stop after this stage (a rerun without it carries on from there)")

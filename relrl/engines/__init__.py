@@ -91,8 +91,8 @@ def add_engine_args(parser) -> None:
     default = default_engine()
     parser.add_argument("--rollout-engine", choices=ENGINES, default=default,
                         help="hf: batched Hugging Face generate; hf-merged: the same on a copy "
-                        "of the policy with its LoRA merged (faster; one more copy of the adapted "
-                        "weights; not for a 4-bit base); vllm: vLLM (continuous "
+                        "of the policy with its LoRA merged (one more copy of the adapted weights; "
+                        "not for a 4-bit base; docs/engines.md); vllm: vLLM (continuous "
                         "batching, paged KV cache, LoRA served unmerged). Default vllm on a "
                         f"CUDA machine where vLLM is installed, else hf (here: {default})")
     parser.add_argument("--vllm-gpu-memory-utilization", default=DEFAULT_VLLM_MEMORY,

@@ -51,8 +51,8 @@ class GRPOConfig:
     # rollouts
     rollout_engine: str = setting(
         "hf", "hf: batched Hugging Face generate; hf-merged: the same on a copy of the policy "
-        "with its LoRA merged, refreshed before each rollout (faster; one more copy of the "
-        "adapted weights; not for a 4-bit base or Unsloth); vllm: vLLM (continuous batching, "
+        "with its LoRA merged, refreshed before each rollout (one more copy of the adapted "
+        "weights; not for a 4-bit base or Unsloth; docs/engines.md); vllm: vLLM (continuous batching, "
         "paged KV cache, LoRA served unmerged)", choices=ENGINES, group=ROLLOUTS,
         default_here=default_engine, default_text="vllm on a CUDA machine where vLLM is "
         "installed, else hf")
