@@ -52,7 +52,8 @@ def test_pooled_json_and_report_regenerate_byte_for_byte(folder):
 # RESULTS.md quotes each replication's pooled report between its markers
 QUOTED = {"demo-replication": (demo.REPLICATION_START, demo.REPLICATION_END),
           "demo-replication-v2": ("<!-- replication-v2-results:start -->",
-                                  "<!-- replication-v2-results:end -->")}
+                                  "<!-- replication-v2-results:end -->"),
+          "science-v3": ("<!-- science-v3-results:start -->", "<!-- science-v3-results:end -->")}
 
 
 @pytest.mark.parametrize("name", QUOTED)
